@@ -1,0 +1,58 @@
+// metadata.h -- CommonAttentionMetadata (vLLM era B) as a validated,
+// host-owned value.  Backend-neutral: builders of every backend read it.
+//
+// Invariants once created (checked by metadata_create):
+//   query_start_loc: [num_reqs + 1], [0] == 0, non-decreasing,
+//                    [num_reqs] <= num_actual_tokens
+//   seq_lens[r] >= query_len[r] = qsl[r+1] - qsl[r]; num_computed_tokens[r] =
+//                    seq_lens[r] - query_len[r] unless given (then it must match)
+//   block_table: row-major [block_table_rows >= num_reqs, block_table_cols];
+//                every block needed by a request (ceil(seq_len / block_size)
+//                entries of its row, when block_size > 0) is in
+//                [0, num_cache_blocks) when num_cache_blocks > 0
+//   slot_mapping: real entries in [0, num_cache_blocks * block_size) or -1
+//   max_query_len / max_seq_len >= the real maxima
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vattn.h"
+
+namespace vattn {
+
+struct Metadata {
+  int64_t num_reqs = 0;
+  int64_t num_actual_tokens = 0;
+  std::vector<int32_t> query_start_loc;      // [num_reqs + 1]
+  std::vector<int32_t> seq_lens;             // [num_reqs]
+  std::vector<int32_t> num_computed_tokens;  // [num_reqs] (always filled)
+  std::vector<int32_t> block_table;          // [block_table_rows * block_table_cols]
+  int64_t block_table_rows = 0;
+  int64_t block_table_cols = 0;
+  std::vector<int64_t> slot_mapping;         // [slot_mapping_len]
+  bool causal = true;
+  int32_t max_query_len = 0;
+  int32_t max_seq_len = 0;
+  int32_t block_size = 0;                    // 0 = unknown
+  int64_t num_cache_blocks = 0;              // 0 = unchecked
+  bool has_encoder_seq_lens = false;
+  std::vector<int32_t> encoder_seq_lens;     // [num_reqs] when present
+  std::vector<int32_t> logits_indices_padded;
+  int64_t num_logits_indices = 0;
+  bool has_logits_indices = false;
+  bool has_dcp_local_seq_lens = false;
+  std::vector<int32_t> dcp_local_seq_lens;   // [num_reqs] when present
+
+  int32_t query_len(int64_t r) const { return query_start_loc[r + 1] - query_start_loc[r]; }
+  // Real (unpadded) token count.
+  int64_t num_real_tokens() const { return query_start_loc[num_reqs]; }
+  const int32_t *block_row(int64_t r) const { return block_table.data() + r * block_table_cols; }
+};
+
+}  // namespace vattn
+
+// The C handle is the value itself.
+struct vattn_metadata {
+  vattn::Metadata md;
+};
