@@ -3,6 +3,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 namespace vattn {
 namespace {
@@ -28,9 +29,14 @@ void clear_error() noexcept { t_message[0] = '\0'; }
 const char *last_error() noexcept { return t_message; }
 
 void prefix_error(const char *fn) noexcept {
-  char tmp[sizeof t_message];
-  std::snprintf(tmp, sizeof tmp, "%s: %s", fn, t_message);
-  std::snprintf(t_message, sizeof t_message, "%s", tmp);
+  size_t fl = std::strlen(fn), ml = std::strlen(t_message);
+  if (fl + 3 >= sizeof t_message) return;
+  size_t keep = ml < sizeof t_message - fl - 3 ? ml : sizeof t_message - fl - 3;
+  std::memmove(t_message + fl + 2, t_message, keep);
+  std::memcpy(t_message, fn, fl);
+  t_message[fl] = ':';
+  t_message[fl + 1] = ' ';
+  t_message[fl + 2 + keep] = '\0';
 }
 
 std::string format(const char *fmt, ...) {
