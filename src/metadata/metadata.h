@@ -52,6 +52,37 @@ struct Metadata {
 
 }  // namespace vattn
 
+namespace vattn {
+
+// ---- helpers shared by the metadata area (metadata_check.cpp) -------------
+
+// Checks every invariant listed at the top of this file on `m` (already
+// holding its arrays).  max_query_len / max_seq_len == -1 are computed;
+// other values must be >= the real maxima.  `what` names the argument in
+// messages ("argument 'desc': query_start_loc[3] = 5 < query_start_loc[2] = 7").
+vattn_status_t check_metadata(Metadata &m, const char *what);
+
+// Copies a caller's description into `out` after checking sizes and
+// pointers (before reading any array), then runs check_metadata.
+vattn_status_t metadata_from_desc(const vattn_metadata_desc_t &d, const char *what,
+                                  Metadata *out);
+
+// Fills `out` (all fields; struct_size = sizeof) with pointers into `m`.
+void metadata_to_desc(const Metadata &m, vattn_metadata_desc_t *out);
+
+// vLLM CommonAttentionMetadata.unpadded: per-request arrays truncated to
+// num_reqs, query_start_loc to num_reqs + 1, slot_mapping to num_tokens;
+// maxima kept.
+vattn_status_t metadata_unpadded(const Metadata &m, int64_t num_tokens, int64_t num_reqs,
+                                 Metadata *out);
+
+// Largest element counts accepted for arrays read from callers (keeps
+// every index and product far away from int64 overflow).
+constexpr int64_t kMaxTokens = INT32_MAX;
+constexpr int64_t kMaxArrayElems = INT64_C(1) << 40;
+
+}  // namespace vattn
+
 // The C handle is the value itself.
 struct vattn_metadata {
   vattn::Metadata md;
