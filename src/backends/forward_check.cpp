@@ -318,9 +318,8 @@ vattn_status_t check_swap_blocks(const DLTensor *src, const DLTensor *dst,
     return fail(VATTN_ERR_INVALID_ARGUMENT, "tensor 'dst': shape %s is not a cache like src's %s",
                 shape_string(dst).c_str(), shape_string(src).c_str());
   for (int i = 0; i < src->ndim; ++i)
-    if (i != bd && src->shape[i] != dst->shape[i])
-      return fail(VATTN_ERR_INVALID_ARGUMENT,
-                  "tensor 'dst': shape %s differs from src's %s outside the block dimension",
+    if (src->shape[i] != dst->shape[i])
+      return fail(VATTN_ERR_INVALID_ARGUMENT, "tensor 'dst': shape %s differs from src's %s",
                   shape_string(dst).c_str(), shape_string(src).c_str());
   const int64_t nbs = src->shape[bd], nbd = dst->shape[bd];
   for (size_t i = 0; i < num_pairs; ++i) {

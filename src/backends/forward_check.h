@@ -85,8 +85,9 @@ vattn_status_t check_copy_blocks(DLTensor *const *kv_caches, size_t num_layers,
                                  const int64_t *block_mapping, size_t num_pairs,
                                  const DeviceReq &dev);
 
-// swap_blocks: same rank, dtype and per-block shape (the block counts may
-// differ); src ids < src blocks, dst ids < dst blocks.
+// swap_blocks: same dtype and logical shape (strides may differ); every id
+// within the block count.  (The CPU backend itself calls
+// kv_cache/block_copy.h, which applies the same rules.)
 vattn_status_t check_swap_blocks(const DLTensor *src, const DLTensor *dst,
                                  const int64_t *block_mapping, size_t num_pairs);
 

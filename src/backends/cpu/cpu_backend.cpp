@@ -5,7 +5,14 @@
 // backend is tested against it.  Heavy lifting lives in sibling files
 // (cache write, attention, merge, block ops); this file only wires them.
 #include "backends/backend.h"
+#include "backends/cpu/cache_write.h"
+#include "backends/cpu/cpu_layer.h"
+#include "backends/cpu/cpu_plan.h"
+#include "backends/cpu/merge.h"
+#include "backends/forward_check.h"
 #include "core/error.h"
+#include "core/tensor.h"
+#include "kv_cache/block_copy.h"
 
 namespace vattn {
 namespace {
@@ -36,8 +43,10 @@ vattn_backend_info_t make_info() {
   return in;
 }
 
-vattn_status_t not_yet(const char *what) {
-  return fail(VATTN_ERR_UNSUPPORTED, "CPU backend: %s is not yet implemented", what);
+DeviceReq host() {
+  DeviceReq d;
+  d.device_type = kDLCPU;
+  return d;
 }
 
 class CpuBackend final : public Backend {
@@ -46,28 +55,56 @@ class CpuBackend final : public Backend {
     static const vattn_backend_info_t in = make_info();
     return in;
   }
-  vattn_status_t create_builder(const vattn_builder_options_t &,
-                                std::unique_ptr<BuilderImpl> *) const override {
-    return not_yet("builder");
+
+  vattn_status_t create_builder(const vattn_builder_options_t &opts,
+                                std::unique_ptr<BuilderImpl> *out) const override {
+    *out = std::make_unique<cpu::CpuBuilder>(opts);
+    return VATTN_OK;
   }
-  vattn_status_t create_layer(const LayerParams &, std::unique_ptr<LayerImpl> *) const override {
-    return not_yet("layer");
+
+  vattn_status_t create_layer(const LayerParams &p, std::unique_ptr<LayerImpl> *out) const override {
+    *out = std::make_unique<cpu::CpuLayer>(p);
+    return VATTN_OK;
   }
-  vattn_status_t reshape_and_cache(const DLTensor *, const DLTensor *, DLTensor *, const DLTensor *,
-                                   int32_t, float, float, void *) const override {
-    return not_yet("reshape_and_cache");
+
+  vattn_status_t reshape_and_cache(const DLTensor *key, const DLTensor *value, DLTensor *kv_cache,
+                                   const DLTensor *slot_mapping, int32_t kv_cache_dtype,
+                                   float k_scale, float v_scale, void *) const override {
+    int64_t n = 0;
+    VATTN_TRY(check_reshape_and_cache(key, value, kv_cache, slot_mapping, kv_cache_dtype, host(),
+                                      true, &n));
+    const cpu::Elem store =
+        kv_cache_dtype == VATTN_KV_CACHE_DTYPE_FP8_E4M3   ? cpu::Elem::E4M3
+        : kv_cache_dtype == VATTN_KV_CACHE_DTYPE_FP8_E5M2 ? cpu::Elem::E5M2
+                                                          : cpu::elem_of_dl(key->dtype);
+    const int64_t *slots = reinterpret_cast<const int64_t *>(tensor_data(slot_mapping));
+    cpu::write_kv_cache(key, value, kv_cache, slots, n, store, k_scale, v_scale,
+                        ThreadPool::global());
+    return VATTN_OK;
   }
-  vattn_status_t merge_attn_states(DLTensor *, DLTensor *, const DLTensor *, const DLTensor *,
-                                   const DLTensor *, const DLTensor *, void *) const override {
-    return not_yet("merge_attn_states");
+
+  vattn_status_t merge_attn_states(DLTensor *output, DLTensor *output_lse,
+                                   const DLTensor *prefix_output, const DLTensor *prefix_lse,
+                                   const DLTensor *suffix_output, const DLTensor *suffix_lse,
+                                   void *) const override {
+    VATTN_TRY(check_merge(output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse,
+                          host()));
+    cpu::merge_states(output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse,
+                      ThreadPool::global());
+    return VATTN_OK;
   }
-  vattn_status_t copy_blocks(DLTensor *const *, size_t, const int64_t *, size_t,
+
+  // Block copies are plain host memcpy: the KV cache area's helpers
+  // validate every id first and apply the pairs in order.
+  vattn_status_t copy_blocks(DLTensor *const *kv_caches, size_t num_layers,
+                             const int64_t *block_mapping, size_t num_pairs,
                              void *) const override {
-    return not_yet("copy_blocks");
+    return host_copy_blocks(kv_caches, num_layers, block_mapping, num_pairs);
   }
-  vattn_status_t swap_blocks(const DLTensor *, DLTensor *, const int64_t *, size_t,
-                             void *) const override {
-    return not_yet("swap_blocks");
+
+  vattn_status_t swap_blocks(const DLTensor *src, DLTensor *dst, const int64_t *block_mapping,
+                             size_t num_pairs, void *) const override {
+    return host_swap_blocks(src, dst, block_mapping, num_pairs);
   }
 };
 

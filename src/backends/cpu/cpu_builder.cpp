@@ -1,0 +1,80 @@
+// cpu_builder.cpp -- see cpu_plan.h.
+#include <algorithm>
+
+#include "backends/cpu/cpu_plan.h"
+#include "core/error.h"
+
+namespace vattn {
+namespace cpu {
+
+CpuBuilder::CpuBuilder(const vattn_builder_options_t &opts)
+    : opts_(opts), pool_(std::make_shared<const ThreadPool>(opts.num_threads)) {}
+
+vattn_status_t CpuBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
+  auto p = std::make_unique<CpuPlan>();
+  p->pool = pool_;
+  p->block_size = opts_.block_size;
+  p->num_heads = opts_.num_heads;
+  p->num_kv_heads = opts_.num_kv_heads;
+  // A tile has at least one token, so there are at most max_num_tokens.
+  p->tiles.reserve(static_cast<size_t>(std::min<int64_t>(opts_.max_num_tokens, 1 << 16)));
+  *out = std::move(p);
+  return VATTN_OK;
+}
+
+vattn_status_t CpuBuilder::build(PlanImpl &plan_base, int64_t common_prefix_len, const Metadata &md,
+                                 bool /*fast_build*/, BuildMode mode, void * /*stream*/) {
+  CpuPlan *plan = dynamic_cast<CpuPlan *>(&plan_base);
+  if (!plan) return fail(VATTN_ERR_INVALID_ARGUMENT, "argument 'plan' was not created by a CPU builder");
+  if (mode == BuildMode::kCudagraphCapture)
+    return fail(VATTN_ERR_UNSUPPORTED,
+                "CPU backend: CUDA-graph capture is not supported (cudagraph support NEVER)");
+  const int32_t bs = opts_.block_size;
+  if (md.block_size != 0 && md.block_size != bs)
+    return fail(VATTN_ERR_INVALID_ARGUMENT,
+                "argument 'md': block_size %d does not match the builder's block_size %d",
+                md.block_size, bs);
+  if (common_prefix_len > 0) {
+    // Pass 1 reads the shared prefix through request 0's row.
+    if (md.num_reqs == 0)
+      return fail(VATTN_ERR_INVALID_ARGUMENT,
+                  "argument 'common_prefix_len' = %lld needs at least one request",
+                  (long long)common_prefix_len);
+    if (common_prefix_len / bs > md.block_table_cols)
+      return fail(VATTN_ERR_INVALID_ARGUMENT,
+                  "argument 'common_prefix_len' = %lld spans more blocks than the block table's "
+                  "%lld columns",
+                  (long long)common_prefix_len, (long long)md.block_table_cols);
+  }
+
+  // Schedule: tiles of up to kTileRows query rows per KV head.
+  const int32_t qpkv = std::max(1, opts_.num_heads / opts_.num_kv_heads);
+  const int32_t tile_tokens = std::max(1, kTileRows / qpkv);
+  std::vector<Tile> tiles;
+  tiles.reserve(plan->tiles.capacity());
+  for (int64_t r = 0; r < md.num_reqs; ++r) {
+    const int32_t qlen = md.query_len(r);
+    const int64_t ctx = md.seq_lens[r] - qlen;
+    for (int32_t t0 = 0; t0 < qlen; t0 += tile_tokens) {
+      Tile t;
+      t.req = static_cast<int32_t>(r);
+      t.tok_begin = t0;
+      t.tok_count = std::min(tile_tokens, qlen - t0);
+      // Causal keys seen by the tile's last token (an upper bound for others).
+      t.cost = static_cast<int64_t>(t.tok_count) * (std::max<int64_t>(ctx, 0) + t0 + t.tok_count);
+      tiles.push_back(t);
+    }
+  }
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [](const Tile &a, const Tile &b) { return a.cost > b.cost; });
+
+  // Validated: commit everything at once.
+  plan->md = md;
+  plan->tiles.swap(tiles);
+  plan->common_prefix_len = common_prefix_len;
+  plan->built = true;
+  return VATTN_OK;
+}
+
+}  // namespace cpu
+}  // namespace vattn
