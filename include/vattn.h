@@ -496,6 +496,15 @@ VATTN_API vattn_status_t vattn_make_local_attention_virtual_batches(int32_t attn
                                                                    const vattn_metadata_t *md,
                                                                    int32_t block_size,
                                                                    vattn_metadata_t **out);
+/* Re-gathers a local block table from another (same-shaped) block table
+ * (vLLM's make_block_table closure): out[v * C + p] = block_table[row_v *
+ * num_cols + col_{v,p}] for the source rows and clamped columns recorded in
+ * local_md (made by the function above; C = its block_table_cols, out_len >=
+ * its num_reqs * C).  num_rows / num_cols must cover every gathered entry. */
+VATTN_API vattn_status_t vattn_local_attention_update_block_table(const vattn_metadata_t *local_md,
+                                                                  const int32_t *block_table,
+                                                                  int64_t num_rows, int64_t num_cols,
+                                                                  int32_t *out, int64_t out_len);
 
 /* qsl[start : stop + 1] - qsl[start] into out[stop - start + 1]. */
 VATTN_API vattn_status_t vattn_slice_query_start_locs(const int32_t *query_start_loc,

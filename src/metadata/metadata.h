@@ -43,6 +43,12 @@ struct Metadata {
   bool has_logits_indices = false;
   bool has_dcp_local_seq_lens = false;
   std::vector<int32_t> dcp_local_seq_lens;   // [num_reqs] when present
+  // Set only by make_local_attention_virtual_batches: where each entry of
+  // the local block table [num_reqs, block_table_cols] was gathered from
+  // (source row per virtual batch, clamped source column per entry), so the
+  // gather can be replayed on another block table (vLLM make_block_table).
+  std::vector<int32_t> local_src_row;        // [num_reqs]
+  std::vector<int32_t> local_src_col;        // [num_reqs * block_table_cols]
 
   int32_t query_len(int64_t r) const { return query_start_loc[r + 1] - query_start_loc[r]; }
   // Real (unpadded) token count.
