@@ -304,7 +304,8 @@ typedef struct vattn_kv_cache_options {
   size_t struct_size;
   int32_t device_type;         /* kDLCPU (default) or kDLCUDA */
   int32_t device_id;
-  int32_t layout;              /* VATTN_LAYOUT_* (default: vattn_get_kv_cache_layout()) */
+  int32_t layout;              /* VATTN_LAYOUT_*, or -1 (default) = vattn_get_kv_cache_layout()
+                                  at create time */
   int32_t zero_fill;           /* 1 = zero the memory after allocation (default 1) */
   int64_t num_blocks;          /* > 0: exactly this many blocks per layer */
   int64_t memory_budget_bytes; /* used when num_blocks == 0 */
