@@ -145,12 +145,14 @@ DLTensor make_tensor(void *data, DLDevice dev, DLDataType dt, int ndim, int64_t 
   return t;
 }
 
-void progress(int done, int total, double tok_per_s, int step) {
+void progress(int done, int total, double tok_per_s, int step, const vattn_decode_prefill_split_t &sp) {
   const int width = 32;
   int fill = total ? done * width / total : width;
   std::printf("\r[");
   for (int i = 0; i < width; ++i) std::putchar(i < fill ? '#' : '.');
-  std::printf("] %3d/%d requests done | step %4d | %9.0f tok/s", done, total, step, tok_per_s);
+  std::printf("] %3d/%d done | step %4d: %2lld decodes + %2lld prefill chunks (%4lld tokens) | %8.0f tok/s",
+              done, total, step, (long long)sp.num_decodes, (long long)sp.num_prefills,
+              (long long)(sp.num_decode_tokens + sp.num_prefill_tokens), tok_per_s);
   std::fflush(stdout);
 }
 
@@ -310,6 +312,7 @@ int main(int argc, char **argv) {
   int64_t tokens_done = 0, rows_checked = 0;
   int step = 0, finished = 0, num_prefix_hits = 0;
 
+  vattn_decode_prefill_split_t split{};
   while (finished < c.num_requests) {
     // ---- schedule: admit arrivals, decodes first, then prompt chunks -----------------
     int running = 0;
@@ -404,7 +407,6 @@ int main(int argc, char **argv) {
     desc.num_cache_blocks = c.num_blocks;
     vattn_metadata_t *md = nullptr;
     CHECK(vattn_metadata_create(&md, &desc));
-    vattn_decode_prefill_split_t split;
     CHECK(vattn_split_decodes_and_prefills(md, 1, 0, &split));
     CHECK(vattn_builder_build(builder, plan, 0, md, 0, nullptr));
 
@@ -543,7 +545,8 @@ int main(int argc, char **argv) {
       }
     }
     ++step;
-    progress(finished, c.num_requests, attn_seconds > 0 ? tokens_done * c.num_layers / attn_seconds : 0, step);
+    progress(finished, c.num_requests, attn_seconds > 0 ? tokens_done * c.num_layers / attn_seconds : 0, step,
+             split);
   }
   std::printf("\n");
 
