@@ -251,9 +251,32 @@ class DLPackView:
     def data_ptr(self):
         return int(ffi.cast("uintptr_t", self._dl.data)) + int(self._dl.byte_offset)
 
-    def numpy(self):
-        """np.from_dlpack(self) (CPU only; bfloat16 is not a numpy dtype)."""
-        return np.from_dlpack(self)
+    def numpy(self, writable=True):
+        """A numpy array over the same (host) memory that keeps the owner alive.
+        Unlike np.from_dlpack (read-only in numpy < 2), it can be written.
+        bfloat16 comes out as raw uint16 (numpy has no bfloat16)."""
+        if self._dl.device.device_type not in (kDLCPU, lib.kDLCUDAHost):
+            raise InvalidArgumentError("numpy(): the tensor lives on %s, not on the host"
+                                       % self.device, 1)
+        name = self.dtype
+        if name == "bfloat16":
+            name = "uint16"
+        try:
+            dtype = np.dtype(name)
+        except TypeError:
+            raise InvalidArgumentError("numpy(): no numpy dtype for %s" % self.dtype, 1)
+        shape, strides = self.shape, self.strides
+        if any(n == 0 for n in shape):
+            return np.empty(shape, dtype)
+        if any(s < 0 for s in strides):
+            raise InvalidArgumentError("numpy(): negative strides are not supported", 1)
+        extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+        self._exported()
+        keeper = ffi.gc(ffi.cast("char *", self.data_ptr), lambda _p, v=self: v._released())
+        flat = np.frombuffer(ffi.buffer(keeper, extent * dtype.itemsize), dtype=dtype)
+        return np.lib.stride_tricks.as_strided(flat, shape=shape,
+                                               strides=[s * dtype.itemsize for s in strides],
+                                               writeable=writable)
 
     def __repr__(self):
         return "<vattn view shape=%s strides=%s dtype=%s device=%s>" % (

@@ -59,6 +59,7 @@ def last_error_message():
 def raise_status(status):
     cls = _errors.error_class(status)
     err = cls(last_error_message(), status)
+    err.status_name = ffi.string(clib.vattn_status_string(status)).decode()
     lib.vattn_clear_last_error()
     raise err
 
