@@ -33,8 +33,10 @@ vattn_status_t check_v1_args(const vattn_slot_mapping_args_t &a, int64_t len) {
   VATTN_CHECK_ARG(a.cp_rank >= 0 && a.cp_rank < a.cp_world_size,
                   "argument 'args': cp_rank = %d is outside [0, cp_world_size = %d)", a.cp_rank,
                   a.cp_world_size);
-  VATTN_CHECK_ARG(a.cp_interleave >= 1, "argument 'args': cp_interleave = %d must be >= 1",
-                  a.cp_interleave);
+  // Each rank's share of a virtual block must fill exactly one block.
+  VATTN_CHECK_ARG(a.cp_interleave >= 1 && a.block_size % a.cp_interleave == 0,
+                  "argument 'args': cp_interleave = %d must be >= 1 and divide block_size = %d",
+                  a.cp_interleave, a.block_size);
   VATTN_CHECK_ARG(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens,
                   "argument 'args': num_tokens = %lld is out of range", (ll)a.num_tokens);
   VATTN_CHECK_ARG(len >= a.num_tokens && len <= kMaxArrayElems,
