@@ -226,7 +226,7 @@ vattn_status_t spec_max_memory_bytes(const vattn_kv_cache_spec_t &s,
       const int64_t tokens =
           std::min(sat_add(s.sliding_window - 1, lim.max_num_batched_tokens), lim.max_model_len);
       // +1: the window need not start on a block boundary.
-      blocks = ceil_div(tokens, bs) + 1;
+      blocks = sat_add(ceil_div(tokens, bs), 1);
       break;
     }
     case VATTN_KV_SPEC_CHUNKED_LOCAL: {
