@@ -53,7 +53,7 @@ TEST(UbatchSlices, RandomCoverEveryTokenOnce) {
     }
     int32_t nu = std::uniform_int_distribution<int32_t>(1, 4)(g);
     int64_t padded = cu.back() + std::uniform_int_distribution<int64_t>(0, 3)(g);
-    if (padded / nu * (nu - 1) >= cu.back()) continue;  // last ubatch would be empty
+    if (padded / nu == 0 || padded / nu * (nu - 1) >= cu.back()) continue;  // an empty ubatch
     std::vector<vattn_ubatch_slice_t> s(nu), p(nu);
     ASSERT_VATTN_OK(vattn_ubatch_slices_create(sched.data(), n, padded, n + 1, nu, 0, s.data(), p.data()));
     EXPECT_EQ(s[0].token_start, 0);
