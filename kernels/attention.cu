@@ -1,0 +1,78 @@
+// attention.cu -- dtype / cache-kind dispatch of the attention kernels and the
+// plan's merge pass.
+#include "attention_dispatch.cuh"
+
+namespace vattn {
+namespace kern {
+
+VATTN_ATTN_DECLARE(__half, kCacheAuto)
+VATTN_ATTN_DECLARE(__half, kCacheE4M3)
+VATTN_ATTN_DECLARE(__half, kCacheE5M2)
+VATTN_ATTN_DECLARE(__nv_bfloat16, kCacheAuto)
+VATTN_ATTN_DECLARE(__nv_bfloat16, kCacheE4M3)
+VATTN_ATTN_DECLARE(__nv_bfloat16, kCacheE5M2)
+
+bool attention_supported(int32_t elem, int32_t cache, int32_t hs) {
+  if (elem != kF16 && elem != kBF16) return false;
+  if (cache < kCacheAuto || cache > kCacheE5M2) return false;
+  switch (hs) {
+#define VATTN_X(H) case H:
+    VATTN_ATTN_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    return true;
+    default: return false;
+  }
+}
+
+template <class T>
+static cudaError_t prepare_t(int32_t cache, int32_t hs) {
+  switch (cache) {
+    case kCacheAuto: return attention_prepare_tc<T, kCacheAuto>(hs);
+    case kCacheE4M3: return attention_prepare_tc<T, kCacheE4M3>(hs);
+    case kCacheE5M2: return attention_prepare_tc<T, kCacheE5M2>(hs);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template <class T>
+static cudaError_t launch_t(const AttnParams &p, int32_t cache, int32_t hs, int grid_x,
+                            cudaStream_t s) {
+  switch (cache) {
+    case kCacheAuto: return attention_launch_tc<T, kCacheAuto>(p, hs, grid_x, s);
+    case kCacheE4M3: return attention_launch_tc<T, kCacheE4M3>(p, hs, grid_x, s);
+    case kCacheE5M2: return attention_launch_tc<T, kCacheE5M2>(p, hs, grid_x, s);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+cudaError_t attention_prepare(int32_t elem, int32_t cache, int32_t hs) {
+  switch (elem) {
+    case kF16: return prepare_t<__half>(cache, hs);
+    case kBF16: return prepare_t<__nv_bfloat16>(cache, hs);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+cudaError_t launch_attention(const AttnParams &p, int32_t elem, int32_t cache, int32_t hs,
+                             int32_t grid_x, cudaStream_t s) {
+  if (grid_x < 1) grid_x = 1;
+  switch (elem) {
+    case kF16: return launch_t<__half>(p, cache, hs, grid_x, s);
+    case kBF16: return launch_t<__nv_bfloat16>(p, cache, hs, grid_x, s);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+cudaError_t launch_plan_merge(const PlanMergeParams &p, int32_t elem, int32_t grid_x,
+                              cudaStream_t s) {
+  if (grid_x < 1) grid_x = 1;
+  switch (elem) {
+    case kF16: plan_merge_kernel<__half><<<grid_x, 128, 0, s>>>(p); break;
+    case kBF16: plan_merge_kernel<__nv_bfloat16><<<grid_x, 128, 0, s>>>(p); break;
+    default: return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace kern
+}  // namespace vattn

@@ -1,0 +1,390 @@
+// attention.cuh -- one tensor-core kernel for every attention path: decode
+// (split-KV / flash-decoding), prefill, chunked prefill and prefix-cached
+// prefill over the paged cache, mixed batches, cascade passes, encoder
+// (non-causal varlen over K/V tensors), encoder-only (two-sided window) and
+// cross-attention.
+//
+// Work decomposition (built on the host by the plan, see launch.h):
+//   grid = (grid_x, num_kv_heads); CTA (x, kvh) walks items x, x + grid_x,
+//   ... < *num_items (the count lives on the device, so a captured graph
+//   replays any batch).  An item = up to BM = 64 query rows of one request,
+//   where row = token * G + g packs the G query heads of KV head kvh (GQA
+//   heads share every K/V tile they load), against keys [kv_begin, kv_end).
+//
+// CTA = 4 warps; warp w owns rows [16w, 16w + 16).  Per key tile of BN keys:
+//   K, V tiles -> shared memory (16-byte cp.async for 16-bit caches, 16-byte
+//   loads + exact fp8 -> T conversion for fp8 caches; keys past the range
+//   are zero-filled so no garbage reaches the P.V product);
+//   S = Q K^T with mma.m16n8k16 (Q from shared, fragments via ldmatrix);
+//   scale, soft-cap, ALiBi, mask; online softmax in base 2 (fp32);
+//   O += P V with P re-packed from the S accumulators (no shared round trip).
+// Shapes: shared Q [BM][D+8], K [BN][D+8], V [BN][D+8] elements of T (the
+// +8 pad makes ldmatrix rows hit distinct banks).  BN = 64 (32 for D = 256
+// to bound registers: O is D/2 fp32 per thread).
+//
+// fp8 caches: K and V are decoded exactly to T; k_scale multiplies the
+// score and v_scale the output, so dequantisation costs no extra rounding.
+//
+// Masks (qpos = q_pos0 + token index in the request, j = key position):
+//   causal (request flag and allow_causal): j <= qpos
+//   window_left >= 0: qpos - j <= window_left   (sliding window - 1)
+//   window_right >= 0: j - qpos <= window_right (encoder-only two-sided)
+// Score: s = scale * k_scale * q.k; soft-cap: s = cap * tanh(s / cap); then
+// ALiBi adds slope_h * (j - qpos).  Sinks join the softmax denominator only
+// and are applied where the final output is written (here for items with
+// ws_base < 0, else in the merge pass).
+#pragma once
+
+#include <type_traits>
+
+#include "common.cuh"
+
+namespace vattn {
+namespace kern {
+
+// Adds a sink logit to a row's softmax denominator: *lse becomes
+// log(exp(lse) + exp(sink)) and *f (the output factor) is multiplied by
+// exp(old lse - new lse).  -inf sink: no-op; +inf sink takes all the mass
+// (output 0, LSE +inf), as the CPU backend does.
+__device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
+  if (sink == -INFINITY) return;
+  if (sink == INFINITY) {
+    *f = 0.f;
+    *lse = INFINITY;
+    return;
+  }
+  const float l0 = *lse;
+  const float mm = fmaxf(l0, sink);
+  const float l1 = mm + logf(expf(l0 - mm) + expf(sink - mm));
+  *f *= l0 == -INFINITY ? 0.f : expf(l0 - l1);
+  *lse = l1;
+}
+
+template <int HS>
+struct AttnShape {
+  static constexpr int BM = kAttnRowsPerTile;
+  static constexpr int BN = HS >= 256 ? 32 : 64;
+  static constexpr int SROW = HS + 8;  // shared row stride in elements
+  static constexpr int kThreads = 128;
+  static constexpr size_t smem_bytes(size_t elem_bytes) {
+    return static_cast<size_t>(BM + 2 * BN) * SROW * elem_bytes;
+  }
+};
+
+template <class T, int CACHE, int HS>
+__global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
+  using S = AttnShape<HS>;
+  constexpr int BM = S::BM, BN = S::BN, SROW = S::SROW;
+  constexpr int DF = HS / 8;  // 8-wide output fragments
+  constexpr int NF = BN / 8;  // 8-wide score fragments
+  using KVT = typename std::conditional<CACHE == kCacheAuto, T, uint8_t>::type;
+
+  extern __shared__ uint4 smem_u4[];
+  T *sQ = reinterpret_cast<T *>(smem_u4);
+  T *sK = sQ + BM * SROW;
+  T *sV = sK + BN * SROW;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
+  const int kvh = blockIdx.y;
+  const int G = p.group;
+  const int n_items = *p.num_items;
+  const T *qbase = static_cast<const T *>(p.q);
+  const KVT *kbase = static_cast<const KVT *>(p.k);
+  const KVT *vbase = static_cast<const KVT *>(p.v);
+  const float score_scale = p.scale * p.k_scale;
+  const bool use_softcap = p.softcap > 0.f;
+
+  for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
+    const AttnItem it = p.items[item_idx];
+    const AttnReq rq = p.reqs[it.req];
+    const bool causal = rq.causal != 0 && p.allow_causal != 0;
+    // Dense K/V (encoder types): keys are the request's own rows, kv_len =
+    // q_len, positions start at 0.  Paged: bottom-right aligned positions.
+    const int qpos0 = p.paged ? rq.q_pos0 : 0;
+    const int kv_len = p.paged ? rq.kv_len : rq.q_len;
+
+    __syncthreads();  // the previous item is done with shared memory
+    // ---- Q tile: rows past num_rows are zero (their scores are masked).
+    for (int c = tid; c < BM * (HS / 8); c += S::kThreads) {
+      const int row = c / (HS / 8), ch = c - row * (HS / 8);
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (row < it.num_rows) {
+        const int lr = it.q_row0 + row;
+        const int64_t tok = rq.q_start + lr / G;
+        const int h = kvh * G + lr % G;
+        val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
+                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
+      }
+      *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
+    }
+
+    // ---- this thread's two rows (gq and gq + 8 of the warp's 16)
+    int qpos[2], head[2];
+    bool rvalid[2];
+    float slope[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = warp * 16 + gq + 8 * i;
+      rvalid[i] = row < it.num_rows;
+      const int lr = it.q_row0 + (rvalid[i] ? row : 0);
+      qpos[i] = qpos0 + lr / G;
+      head[i] = kvh * G + lr % G;
+      slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
+    }
+
+    // ---- key range of the item, clipped by causality / windows of its rows
+    const int qmin = qpos0 + it.q_row0 / G;
+    const int qmax = qpos0 + (it.q_row0 + it.num_rows - 1) / G;
+    int kend = it.kv_end < kv_len ? it.kv_end : kv_len;
+    if (causal && kend > qmax + 1) kend = qmax + 1;
+    if (p.window_right >= 0 && kend > qmax + p.window_right + 1) kend = qmax + p.window_right + 1;
+    int kstart = it.kv_begin;
+    if (p.window_left >= 0 && qmin - p.window_left > kstart)
+      kstart += ((qmin - p.window_left - kstart) / BN) * BN;  // skip whole tiles out of the window
+
+    float o[DF][4];
+#pragma unroll
+    for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const bool warp_active = warp * 16 < it.num_rows;
+
+    for (int k0 = kstart; k0 < kend; k0 += BN) {
+      __syncthreads();  // previous tile consumed
+      // ---- K, V tiles
+      if constexpr (CACHE == kCacheAuto) {
+        for (int c = tid; c < BN * (HS / 8); c += S::kThreads) {
+          const int kr = c / (HS / 8), ch = c - kr * (HS / 8);
+          const int j = k0 + kr;
+          const bool ok = j < kend;
+          const KVT *ks = kbase, *vs = vbase;
+          if (ok) {
+            if (p.paged) {
+              const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
+              const int64_t off = j % p.block_size;
+              ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * 8;
+              vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * 8;
+            } else {
+              const int64_t tk = rq.kv_start + j;
+              ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * 8;
+              vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * 8;
+            }
+          }
+          cp_async_16(sK + kr * SROW + ch * 8, ks, ok);
+          cp_async_16(sV + kr * SROW + ch * 8, vs, ok);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+      } else {
+        for (int c = tid; c < BN * (HS / 16); c += S::kThreads) {
+          const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
+          const int j = k0 + kr;
+          uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
+          if (j < kend) {
+            const KVT *ks, *vs;
+            if (p.paged) {
+              const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
+              const int64_t off = j % p.block_size;
+              ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * 16;
+              vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * 16;
+            } else {
+              const int64_t tk = rq.kv_start + j;
+              ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * 16;
+              vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * 16;
+            }
+            kraw = *reinterpret_cast<const uint4 *>(ks);
+            vraw = *reinterpret_cast<const uint4 *>(vs);
+          }
+          const uint8_t *kb = reinterpret_cast<const uint8_t *>(&kraw);
+          const uint8_t *vb = reinterpret_cast<const uint8_t *>(&vraw);
+          uint32_t kw[8], vw[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            kw[e] = Elem<T>::pack2(fp8_decode<CACHE>(kb[2 * e]), fp8_decode<CACHE>(kb[2 * e + 1]));
+            vw[e] = Elem<T>::pack2(fp8_decode<CACHE>(vb[2 * e]), fp8_decode<CACHE>(vb[2 * e + 1]));
+          }
+          uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
+          uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);
+          kd[0] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+          kd[1] = make_uint4(kw[4], kw[5], kw[6], kw[7]);
+          vd[0] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+          vd[1] = make_uint4(vw[4], vw[5], vw[6], vw[7]);
+        }
+      }
+      __syncthreads();
+      if (!warp_active) continue;
+
+      // ---- S = Q K^T  (16 rows x BN keys per warp)
+      float s[NF][4];
+#pragma unroll
+      for (int f = 0; f < NF; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < HS / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, sQ + (warp * 16 + (lane & 15)) * SROW + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int f2 = 0; f2 < NF / 2; ++f2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, sK + (f2 * 16 + (lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 +
+                             8 * ((lane >> 3) & 1));
+          mma_16816<T>(s[2 * f2], a, b[0], b[1]);
+          mma_16816<T>(s[2 * f2 + 1], a, b[2], b[3]);
+        }
+      }
+
+      // ---- scores -> base-2 logits with masks; online softmax
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e >> 1;
+          const int j = k0 + f * 8 + 2 * tq + (e & 1);
+          float x = s[f][e] * score_scale;
+          if (use_softcap) x = p.softcap * tanhf(x / p.softcap);
+          x -= slope[i] * fabsf(static_cast<float>(j - qpos[i]));  // = slope * (j - qpos) for causal keys
+          bool vis = rvalid[i] && j < kend;
+          if (causal) vis = vis && j <= qpos[i];
+          if (p.window_left >= 0) vis = vis && qpos[i] - j <= p.window_left;
+          if (p.window_right >= 0) vis = vis && j - qpos[i] <= p.window_right;
+          x = vis ? x * kLog2e : -INFINITY;
+          s[f][e] = x;
+          mx[i] = fmaxf(mx[i], x);
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        const float mnew = fmaxf(m[i], mx[i]);
+        // mnew == -inf: nothing visible yet; keep everything at zero.
+        alpha[i] = mnew == -INFINITY ? 1.f : exp2f(m[i] - mnew);
+        m[i] = mnew;
+      }
+      float rs[2] = {0.f, 0.f};
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e >> 1;
+          const float pe = m[i] == -INFINITY ? 0.f : exp2f(s[f][e] - m[i]);
+          s[f][e] = pe;
+          rs[i] += pe;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + rs[i];
+#pragma unroll
+      for (int f = 0; f < DF; ++f) {
+        o[f][0] *= alpha[0];
+        o[f][1] *= alpha[0];
+        o[f][2] *= alpha[1];
+        o[f][3] *= alpha[1];
+      }
+
+      // ---- O += P V
+#pragma unroll
+      for (int k2 = 0; k2 < BN / 16; ++k2) {
+        uint32_t a[4];
+        a[0] = Elem<T>::pack2(s[2 * k2][0], s[2 * k2][1]);
+        a[1] = Elem<T>::pack2(s[2 * k2][2], s[2 * k2][3]);
+        a[2] = Elem<T>::pack2(s[2 * k2 + 1][0], s[2 * k2 + 1][1]);
+        a[3] = Elem<T>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
+#pragma unroll
+        for (int d2 = 0; d2 < HS / 16; ++d2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, sV + (k2 * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * SROW +
+                                   d2 * 16 + 8 * (lane >> 4));
+          mma_16816<T>(o[2 * d2], a, b[0], b[1]);
+          mma_16816<T>(o[2 * d2 + 1], a, b[2], b[3]);
+        }
+      }
+    }
+
+    // ---- epilogue
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    }
+    if (!warp_active) continue;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (!rvalid[i]) continue;
+      const int row = warp * 16 + gq + 8 * i;
+      const int lr = it.q_row0 + row;
+      float lse = l[i] > 0.f ? (m[i] + log2f(l[i])) * kLn2 : -INFINITY;
+      float f = l[i] > 0.f ? p.v_scale / l[i] : 0.f;
+      if (it.ws_base < 0) {
+        if (p.sinks) apply_sink(p.sinks[head[i]], &lse, &f);
+        const int64_t tok = rq.q_start + lr / G;
+        T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok +
+                 static_cast<int64_t>(head[i]) * p.o_stride_head;
+#pragma unroll
+        for (int df = 0; df < DF; ++df) {
+          const uint32_t w = Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
+          *reinterpret_cast<uint32_t *>(out + df * 8 + 2 * tq) = w;
+        }
+        if (p.lse && tq == 0) p.lse[head[i] * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+      } else {
+        const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
+        float *wo = p.ws_o + wr * HS;
+#pragma unroll
+        for (int df = 0; df < DF; ++df)
+          *reinterpret_cast<float2 *>(wo + df * 8 + 2 * tq) =
+              make_float2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
+        if (tq == 0) p.ws_lse[wr] = lse;
+      }
+    }
+  }
+}
+
+// Merge pass: one warp per (token, head); lanes stride the head dimension.
+template <class T>
+__global__ void plan_merge_kernel(const PlanMergeParams p) {
+  const int64_t total = static_cast<int64_t>(*p.num_tokens) * p.num_heads;
+  const int lane = threadIdx.x & 31;
+  const int64_t wpb = blockDim.x >> 5;
+  for (int64_t u = blockIdx.x * wpb + (threadIdx.x >> 5); u < total; u += gridDim.x * wpb) {
+    const int64_t t = u / p.num_heads;
+    const int h = static_cast<int>(u - t * p.num_heads);
+    const int2 tp = p.tok_parts[t];
+    if (tp.y == 0) continue;  // written by the attention kernel
+    T *out = static_cast<T *>(p.out) + t * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
+    if (tp.y < 0) {  // padding row
+      for (int d = lane; d < p.head_size; d += 32) out[d] = Elem<T>::from_f(0.f);
+      if (p.lse && lane == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = -INFINITY;
+      continue;
+    }
+    const int kvh = h / p.group, g = h - kvh * p.group;
+    float mx = -INFINITY;
+    for (int i = 0; i < tp.y; ++i) {
+      const int64_t wr = (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
+      mx = fmaxf(mx, p.ws_lse[wr]);
+    }
+    float sum = 0.f;
+    if (mx != -INFINITY)
+      for (int i = 0; i < tp.y; ++i) {
+        const int64_t wr = (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
+        sum += expf(p.ws_lse[wr] - mx);
+      }
+    float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+    float fin = 1.f;  // sink rescale of the merged output
+    if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
+    for (int d = lane; d < p.head_size; d += 32) {
+      float acc = 0.f;
+      if (mx != -INFINITY)
+        for (int i = 0; i < tp.y; ++i) {
+          const int64_t wr =
+              (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
+          acc += expf(p.ws_lse[wr] - mx) * p.ws_o[wr * p.head_size + d];
+        }
+      out[d] = Elem<T>::from_f(mx == -INFINITY ? 0.f : acc / sum * fin);
+    }
+    if (p.lse && lane == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = lse;
+  }
+}
+
+}  // namespace kern
+}  // namespace vattn

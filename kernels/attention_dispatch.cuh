@@ -1,0 +1,63 @@
+// attention_dispatch.cuh -- head-size dispatch of attention_kernel for one
+// (activation type, cache kind) pair.  Each pair is explicitly instantiated
+// in its own attention_<type>_<cache>.cu so the 6 x 2 x 3 grid compiles in
+// parallel (6 kernels per translation unit per architecture).
+#pragma once
+
+#include "attention.cuh"
+
+namespace vattn {
+namespace kern {
+
+#define VATTN_ATTN_HEAD_SIZES(X) X(64) X(80) X(96) X(112) X(128) X(256)
+
+template <class T, int CACHE, int HS>
+cudaError_t attention_prepare_hs() {
+  // Dynamic shared memory above 48 KiB needs an explicit opt-in.
+  return cudaFuncSetAttribute(attention_kernel<T, CACHE, HS>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(AttnShape<HS>::smem_bytes(sizeof(T))));
+}
+
+template <class T, int CACHE, int HS>
+cudaError_t attention_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
+  dim3 grid(grid_x, p.num_kv_heads);
+  attention_kernel<T, CACHE, HS>
+      <<<grid, AttnShape<HS>::kThreads, AttnShape<HS>::smem_bytes(sizeof(T)), s>>>(p);
+  return cudaGetLastError();
+}
+
+template <class T, int CACHE>
+cudaError_t attention_prepare_tc(int hs) {
+  switch (hs) {
+#define VATTN_X(H) \
+  case H: return attention_prepare_hs<T, CACHE, H>();
+    VATTN_ATTN_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template <class T, int CACHE>
+cudaError_t attention_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStream_t s) {
+  switch (hs) {
+#define VATTN_X(H) \
+  case H: return attention_launch_hs<T, CACHE, H>(p, grid_x, s);
+    VATTN_ATTN_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    default: return cudaErrorNotSupported;
+  }
+}
+
+// Defined (explicitly instantiated) in attention_<type>_<cache>.cu.
+#define VATTN_ATTN_DECLARE(T, C)                                                        \
+  extern template cudaError_t attention_prepare_tc<T, C>(int);                          \
+  extern template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
+                                                        cudaStream_t);
+#define VATTN_ATTN_INSTANTIATE(T, C)                                             \
+  template cudaError_t attention_prepare_tc<T, C>(int);                          \
+  template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
+                                                 cudaStream_t);
+
+}  // namespace kern
+}  // namespace vattn

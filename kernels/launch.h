@@ -1,0 +1,179 @@
+// launch.h -- host-side interface of the CUDA kernels: plain parameter
+// structs (raw pointers, sizes, strides in elements) and launchers that take
+// the stream last and return cudaError_t.  Includable from host C++ (no
+// device code); never sees a vattn handle or metadata object.
+//
+// Launchers return cudaErrorNotSupported from the default branch of their
+// dispatch (head size / dtype / cache kind not compiled); callers turn it
+// into VATTN_ERR_UNSUPPORTED.  Layer creation checks *_supported() first so
+// that this never happens in a forward.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace vattn {
+namespace kern {
+
+// Element kinds understood by the launchers.
+enum ElemKind : int32_t { kF16 = 0, kBF16 = 1, kF32 = 2 };
+// Cache element kinds: auto = the activation type, else fp8 bytes.
+enum CacheKind : int32_t { kCacheAuto = 0, kCacheE4M3 = 1, kCacheE5M2 = 2 };
+
+// ---- reshape_and_cache -------------------------------------------------------
+// key/value [T', H, D] (any strides, d contiguous) -> cache (the K half and V
+// half of a logical (2, num_blocks, block_size, H, D) tensor, any strides, d
+// contiguous) at slot_mapping[i], i < num_tokens.  Slot -1 (and any negative
+// slot) is skipped; slots >= num_slots (= num_blocks * block_size) are
+// skipped too and never written (the C API documents this).  When
+// num_tokens_dev is non-NULL the token count is read from it on the device
+// (CUDA-graph replay with a new batch) and num_tokens is only the grid bound.
+struct CacheWriteParams {
+  const void *key, *value;
+  int64_t k_stride_tok, k_stride_head, v_stride_tok, v_stride_head;
+  void *k_cache, *v_cache;
+  int64_t kc_stride_block, kc_stride_tok, kc_stride_head;
+  int64_t vc_stride_block, vc_stride_tok, vc_stride_head;
+  const int64_t *slot_mapping;
+  int64_t num_tokens;
+  const int32_t *num_tokens_dev;  // optional
+  int32_t num_heads, head_size, block_size;
+  int64_t num_slots;
+  float k_scale, v_scale;  // fp8 only: stored = x / scale
+  int32_t vec;             // 8: 16-byte aligned rows (checked by the caller), else 1
+};
+bool cache_write_supported(int32_t elem, int32_t cache);
+cudaError_t launch_cache_write(const CacheWriteParams &p, int32_t elem, int32_t cache,
+                               cudaStream_t stream);
+
+// ---- v1 slot mapping on the device ------------------------------------------------
+// slot[i] = block_table[req(i) * bt_stride + pos[i] / block_size] * block_size
+//           + pos[i] % block_size for i < num_tokens, req(i) from
+// query_start_loc (num_reqs + 1 entries); PAD (-1) for i in [num_tokens,
+// slot_len).  Positions past the row's valid blocks give -1 (the host API
+// validates, the device path never faults).
+cudaError_t launch_slot_mapping(const int32_t *block_table, int64_t bt_stride,
+                                const int32_t *num_blocks_per_row, int64_t max_blocks,
+                                const int32_t *query_start_loc, int64_t num_reqs,
+                                const int64_t *positions, int64_t num_tokens, int32_t block_size,
+                                int64_t *slot_mapping, int64_t slot_len, cudaStream_t stream);
+
+// ---- paged / varlen attention --------------------------------------------------------
+// One request of a plan (device array).  Query rows of a request are the
+// pairs (token, head-in-group) packed token-major: row = t * G + g, so the
+// G query heads that share one KV head are processed together.
+struct AttnReq {
+  int32_t q_start;   // first token of this request in query / output
+  int32_t q_len;     // query tokens
+  int32_t q_pos0;    // absolute position of its first query token (context length)
+  int32_t kv_len;    // keys [0, kv_len)
+  int32_t bt_row;    // block-table row (paged)
+  int32_t kv_start;  // first token in key/value tensors (non-paged)
+  int32_t causal;    // 0 / 1
+  int32_t pad_;
+};
+// A unit of work: up to kAttnRowsPerTile rows of one request against the
+// keys [kv_begin, kv_end).  ws_base < 0: the item covers every key of its
+// rows and writes the final output; else it writes fp32 partials (output
+// normalised by its own sum, and its LSE) to workspace rows
+// (ws_base + row) * num_kv_heads + kv_head, combined by the merge pass.
+struct AttnItem {
+  int32_t req, q_row0, num_rows, kv_begin, kv_end, ws_base, pad0_, pad1_;
+};
+constexpr int kAttnRowsPerTile = 64;  // BM: 4 warps x 16 rows
+
+struct AttnParams {
+  const void *q;
+  int64_t q_stride_tok, q_stride_head;
+  // K / V: paged cache halves (paged = 1: strides block / token-in-block /
+  // head) or [T, H, D] tensors (paged = 0: stride_block unused).
+  const void *k, *v;
+  int64_t k_stride_block, k_stride_tok, k_stride_head;
+  int64_t v_stride_block, v_stride_tok, v_stride_head;
+  int32_t paged, block_size;
+  const int32_t *block_table;
+  int64_t bt_stride;
+  void *out;
+  int64_t o_stride_tok, o_stride_head;
+  float *lse;  // optional [num_heads, >= tokens]
+  int64_t lse_stride_head, lse_stride_tok;
+  float *ws_o, *ws_lse;  // [ws_rows, D], [ws_rows]
+  const AttnReq *reqs;
+  const AttnItem *items;
+  const int32_t *num_items;  // device
+  int32_t num_heads, num_kv_heads, group;
+  float scale;         // softmax scale
+  float k_scale, v_scale;
+  float softcap;       // 0 = off
+  const float *alibi;  // [num_heads] or NULL
+  const float *sinks;  // [num_heads] or NULL
+  int32_t window_left;   // < 0: none.  key j visible iff qpos - j <= window_left
+  int32_t window_right;  // < 0: none.  key j visible iff j - qpos <= window_right
+  int32_t allow_causal;  // 0: ignore the requests' causal flag (encoder / cross)
+};
+bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
+// Raises the dynamic shared-memory limit of the kernel (once per process;
+// not a stream operation: call it outside graph capture).
+cudaError_t attention_prepare(int32_t elem, int32_t cache, int32_t head_size);
+cudaError_t launch_attention(const AttnParams &p, int32_t elem, int32_t cache, int32_t head_size,
+                             int32_t grid_x, cudaStream_t stream);
+
+// Merge pass of a plan: for every token t < *num_tokens and head h,
+// tok_parts[t] = (offset, count): count > 0 merges the partial rows
+// part_list[offset + i] + g (g = h % G, see AttnItem); 0 = written by the
+// attention kernel already; -1 = padding (zeros, LSE -inf).  Applies sinks.
+struct PlanMergeParams {
+  void *out;
+  int64_t o_stride_tok, o_stride_head;
+  float *lse;
+  int64_t lse_stride_head, lse_stride_tok;
+  const float *ws_o, *ws_lse;
+  const int2 *tok_parts;
+  const int32_t *part_list;
+  const int32_t *num_tokens;  // device
+  int32_t num_heads, num_kv_heads, group, head_size;
+  const float *sinks;
+};
+cudaError_t launch_plan_merge(const PlanMergeParams &p, int32_t elem, int32_t grid_x,
+                              cudaStream_t stream);
+
+// ---- merge_attn_states -----------------------------------------------------------
+// out[t, h, :] = merge of prefix/suffix [T, H, D] with LSEs [H, T] (strides
+// given); +inf LSE counts as -inf; both -inf -> prefix output, -inf LSE.
+struct MergeStatesParams {
+  void *out;
+  int64_t o_st, o_sh;
+  float *out_lse;
+  int64_t ol_sh, ol_st;
+  const void *pre;
+  int64_t p_st, p_sh;
+  const float *pre_lse;
+  int64_t pl_sh, pl_st;
+  const void *suf;
+  int64_t s_st, s_sh;
+  const float *suf_lse;
+  int64_t sl_sh, sl_st;
+  int64_t num_tokens;
+  int32_t num_heads, head_size;
+};
+cudaError_t launch_merge_states(const MergeStatesParams &p, int32_t elem, cudaStream_t stream);
+
+// ---- copy_blocks -------------------------------------------------------------------
+// For each pair (src, dst) and each of K, V of one layer cache: copies the
+// block's (block_size x H x D) elements.  Strides in bytes here (any dtype).
+constexpr int kCopyPairsPerLaunch = 128;  // keeps the parameter block under 4 KiB
+struct CopyBlocksParams {
+  char *cache;
+  int64_t s_kv, s_block, s_tok, s_head;  // bytes
+  int32_t num_kv;  // 2: K and V halves (s_kv apart); 1: single cache (MLA)
+  int32_t block_size, num_heads;
+  int64_t row_bytes;  // head_size * element bytes (d contiguous)
+  int32_t vec16;      // rows and strides 16-byte aligned
+  int32_t num_pairs;  // <= kCopyPairsPerLaunch
+  int64_t pairs[2 * kCopyPairsPerLaunch];
+};
+cudaError_t launch_copy_blocks(const CopyBlocksParams &p, cudaStream_t stream);
+
+}  // namespace kern
+}  // namespace vattn

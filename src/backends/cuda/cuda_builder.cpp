@@ -1,0 +1,349 @@
+// cuda_builder.cpp -- the CUDA metadata builder: turns CommonAttentionMetadata
+// into a plan of work items for kernels/attention.cuh (see launch.h).
+//
+// Schedule (host, per build):
+//  - rows of request r are (token, head-in-group) pairs, G = H / KVH per
+//    token; a tile holds floor(64 / G) whole tokens (so a token's heads are
+//    never split across tiles and the merge pass can find them);
+//  - causal tiles stop at the last key their last token sees;
+//  - when the batch has too few tiles to fill the GPU (decode), each tile's
+//    key range is split (flash-decoding) into up to max_num_splits chunks of
+//    >= 256 keys, aligned to 64 keys; split tiles write fp32 partials to the
+//    plan's workspace and the merge pass combines them;
+//  - cascade (common_prefix_len P > 0): one extra request covers every query
+//    token against keys [0, P) of request 0's block-table row (non-causal),
+//    every real request attends keys [P, seq_len); all partials are merged.
+//    If the workspace cannot hold both passes the plan falls back to the
+//    equivalent single pass (same result when the prefix blocks are shared,
+//    which is what cascade requires).
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cuda/cuda_backend_impl.h"
+#include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/cuda_util.h"
+#include "core/cuda_runtime.h"
+
+namespace vattn {
+namespace {
+
+constexpr int kMinKeysPerSplit = 256;
+constexpr int kSplitAlign = 64;  // multiple of every kernel's key tile
+constexpr int kDefaultMaxSplits = 16;
+
+size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+struct BuilderCfg {
+  vattn_builder_options_t o;
+  int32_t num_sms = 0, max_splits = 0;
+  int32_t group = 1, tokens_per_tile = 1;
+  int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;
+};
+
+class CudaBuilder final : public BuilderImpl {
+ public:
+  explicit CudaBuilder(const BuilderCfg &c) : c_(c) {}
+  int32_t cudagraph_support() const override { return VATTN_CUDAGRAPH_ALWAYS; }
+  int32_t reorder_batch_threshold() const override { return 1; }
+  vattn_status_t create_plan(std::unique_ptr<PlanImpl> *out) const override;
+  vattn_status_t build(PlanImpl &plan, int64_t common_prefix_len, const Metadata &md,
+                       bool fast_build, BuildMode mode, void *stream) override;
+
+ private:
+  BuilderCfg c_;
+};
+
+vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
+  const auto &o = c_.o;
+  auto plan = std::make_unique<CudaPlan>();
+  plan->device = o.device_id;
+  plan->num_heads = o.num_heads;
+  plan->num_kv_heads = o.num_kv_heads;
+  plan->head_size = o.head_size;
+  plan->block_size = o.block_size;
+  plan->num_sms = c_.num_sms;
+  plan->max_num_splits = c_.max_splits;
+  plan->cap_items = c_.cap_items;
+  plan->cap_parts = c_.cap_parts;
+  plan->ws_rows = c_.ws_rows;
+
+  CudaPlanLayout &L = plan->lay;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    size_t at = align_up(off, 256);
+    off = at + bytes;
+    return at;
+  };
+  L.header = take(8 * sizeof(int32_t));
+  L.reqs = take(sizeof(kern::AttnReq) * (o.max_num_reqs + 1));
+  L.items = take(sizeof(kern::AttnItem) * c_.cap_items);
+  L.tok_parts = take(sizeof(int2) * o.max_num_tokens);
+  L.part_list = take(sizeof(int32_t) * c_.cap_parts);
+  L.block_table = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.max_blocks_per_req);
+  L.slot_mapping = take(sizeof(int64_t) * o.max_num_tokens);
+  L.meta_end = align_up(off, 256);
+  const size_t ws = static_cast<size_t>(c_.ws_rows) * o.num_kv_heads;
+  L.ws_lse = take(sizeof(float) * ws);
+  L.ws_o = take(sizeof(float) * ws * o.head_size);
+  L.total = align_up(off, 256);
+
+  DeviceGuard g(o.device_id);
+  if (!g.ok()) return fail(VATTN_ERR_NO_DEVICE, "cannot make CUDA device %d current", o.device_id);
+  void *d = nullptr;
+  VATTN_CUDA_TRY(cudaMalloc(&d, L.total), "plan device buffers");
+  plan->dev = static_cast<char *>(d);
+  void *h = nullptr;
+  VATTN_CUDA_TRY(cudaMallocHost(&h, L.meta_end), "plan pinned staging buffer");
+  plan->host = static_cast<char *>(h);
+  std::memset(plan->host, 0, L.meta_end);
+  cudaEvent_t ev = nullptr;
+  VATTN_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "plan event");
+  plan->event = ev;
+  // Zero everything once so that a forward on a never-built region reads
+  // an empty batch, never garbage.
+  VATTN_CUDA_TRY(cudaMemset(plan->dev, 0, L.meta_end), "plan device buffers");
+  VATTN_CUDA_TRY(cudaDeviceSynchronize(), "plan device buffers");
+  *out = std::move(plan);
+  return VATTN_OK;
+}
+
+struct TileDesc {
+  int32_t req, tok0, ntok, kv_lo, kv_hi, kv_end;
+};
+
+vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, bool, BuildMode mode,
+                                  void *stream_v) {
+  CudaPlan *plan = dynamic_cast<CudaPlan *>(&pb);
+  if (!plan) return fail(VATTN_ERR_INVALID_ARGUMENT, "argument 'plan' was not created by a CUDA builder");
+  const auto &o = c_.o;
+  if (static_cast<int64_t>(md.slot_mapping.size()) > o.max_num_tokens)
+    return fail(VATTN_ERR_WORKSPACE_TOO_SMALL,
+                "argument 'md': slot mapping of %zu entries exceeds the plan's max_num_tokens %lld",
+                md.slot_mapping.size(), (long long)o.max_num_tokens);
+  if (md.block_size > 0 && md.block_size != o.block_size)
+    return fail(VATTN_ERR_INVALID_ARGUMENT,
+                "argument 'md': block_size %d differs from the builder's block_size %d",
+                md.block_size, o.block_size);
+  const int G = c_.group, tpt = c_.tokens_per_tile;
+  const int64_t nreq = md.num_reqs;
+  const int64_t real = md.num_real_tokens();
+  const int64_t ntok_out = md.num_actual_tokens;
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_v);
+
+  DeviceGuard dg(o.device_id);
+  if (!dg.ok()) return fail(VATTN_ERR_NO_DEVICE, "cannot make CUDA device %d current", o.device_id);
+  // The previous upload must be done before the staging buffer is reused.
+  VATTN_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(plan->event)), "plan build");
+
+  const CudaPlanLayout &L = plan->lay;
+  kern::AttnReq *reqs = plan->h<kern::AttnReq>(L.reqs);
+  for (int64_t r = 0; r < nreq; ++r) {
+    kern::AttnReq &q = reqs[r];
+    q.q_start = md.query_start_loc[r];
+    q.q_len = md.query_len(r);
+    q.kv_len = md.seq_lens[r];
+    q.q_pos0 = q.kv_len - q.q_len;
+    q.bt_row = static_cast<int32_t>(r);
+    q.kv_start = md.query_start_loc[r];
+    q.causal = md.causal ? 1 : 0;
+    q.pad_ = 0;
+  }
+
+  // ---- tiles
+  std::vector<TileDesc> tiles;
+  bool cascade = P > 0 && md.causal && real > 0;
+  if (cascade && 2 * real * G > c_.ws_rows) cascade = false;  // fall back (see top comment)
+  const int64_t kv_floor = cascade ? P : 0;
+  for (int64_t r = 0; r < nreq; ++r) {
+    const kern::AttnReq &q = reqs[r];
+    for (int32_t t0 = 0; t0 < q.q_len; t0 += tpt) {
+      const int32_t nt = std::min<int32_t>(tpt, q.q_len - t0);
+      int64_t hi = q.kv_len;
+      if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + t0 + nt);
+      int64_t lo = std::min<int64_t>(kv_floor, hi);
+      tiles.push_back(TileDesc{static_cast<int32_t>(r), t0, nt, static_cast<int32_t>(lo),
+                               static_cast<int32_t>(std::max(lo, hi)), q.kv_len});
+    }
+  }
+  if (cascade) {
+    kern::AttnReq &v = reqs[nreq];
+    v.q_start = 0;
+    v.q_len = static_cast<int32_t>(real);
+    v.q_pos0 = 0;
+    v.kv_len = static_cast<int32_t>(P);
+    v.bt_row = 0;
+    v.kv_start = 0;
+    v.causal = 0;
+    v.pad_ = 0;
+    for (int32_t t0 = 0; t0 < real; t0 += tpt) {
+      const int32_t nt = std::min<int32_t>(tpt, static_cast<int32_t>(real) - t0);
+      tiles.push_back(TileDesc{static_cast<int32_t>(nreq), t0, nt, 0, static_cast<int32_t>(P),
+                               static_cast<int32_t>(P)});
+    }
+  }
+
+  // ---- split-KV decision
+  const int64_t base = static_cast<int64_t>(tiles.size()) * o.num_kv_heads;
+  const int64_t target = 2LL * c_.num_sms;
+  int want = 1;
+  if (!cascade && base > 0 && base < target)
+    want = static_cast<int>(std::min<int64_t>(c_.max_splits, (target + base - 1) / base));
+
+  kern::AttnItem *items = plan->h<kern::AttnItem>(L.items);
+  int2 *tok_parts = plan->h<int2>(L.tok_parts);
+  int32_t *part_list = plan->h<int32_t>(L.part_list);
+  std::vector<int32_t> cnt(static_cast<size_t>(std::max<int64_t>(ntok_out, real)), 0);
+  int64_t n_items = 0, ws_next = 0;
+  struct PartRef {
+    int32_t tok, p;
+  };
+  std::vector<PartRef> parts;
+  parts.reserve(64);
+  for (const TileDesc &t : tiles) {
+    const int32_t rows = t.ntok * G;
+    const int64_t range = t.kv_hi - t.kv_lo;
+    int s = want;
+    if (s > 1) s = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / kMinKeysPerSplit)));
+    int64_t chunk = range;
+    if (s > 1) {
+      chunk = ((range + s - 1) / s + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+      s = static_cast<int>((range + chunk - 1) / chunk);
+    }
+    const bool ws = s > 1 || cascade;
+    if (ws && (ws_next + static_cast<int64_t>(s) * rows > c_.ws_rows ||
+               n_items + s > c_.cap_items)) {
+      if (cascade)  // cannot happen: checked above; keep the invariant loud
+        return fail(VATTN_ERR_INTERNAL, "cascade plan exceeds its workspace");
+      s = 1;
+      chunk = range;
+    }
+    if (n_items + s > c_.cap_items)
+      return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c_.cap_items);
+    const bool use_ws = s > 1 || cascade;
+    for (int i = 0; i < s; ++i) {
+      kern::AttnItem &it = items[n_items++];
+      it.req = t.req;
+      it.q_row0 = t.tok0 * G;
+      it.num_rows = rows;
+      it.kv_begin = static_cast<int32_t>(t.kv_lo + i * chunk);
+      // The last chunk runs to kv_len: a non-causal layer over causal
+      // metadata (cross / encoder) still sees every key; causal rows are
+      // clipped in the kernel.
+      it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
+      it.ws_base = use_ws ? static_cast<int32_t>(ws_next) : -1;
+      it.pad0_ = it.pad1_ = 0;
+      if (use_ws) {
+        const int32_t tok_first = reqs[t.req].q_start + t.tok0;
+        for (int32_t k = 0; k < t.ntok; ++k) {
+          parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
+          ++cnt[tok_first + k];
+        }
+        ws_next += rows;
+      }
+    }
+  }
+  if (static_cast<int64_t>(parts.size()) > c_.cap_parts)
+    return fail(VATTN_ERR_INTERNAL, "plan part capacity exceeded");
+  // Counting sort of the parts by token.
+  std::vector<int32_t> start(cnt.size() + 1, 0);
+  for (size_t t = 0; t < cnt.size(); ++t) start[t + 1] = start[t] + cnt[t];
+  {
+    std::vector<int32_t> fillp(start.begin(), start.end() - 1);
+    for (const PartRef &pr : parts) part_list[fillp[pr.tok]++] = pr.p;
+  }
+  for (int64_t t = 0; t < ntok_out; ++t)
+    tok_parts[t] = t < real ? int2{start[t], cnt[t]} : int2{0, -1};
+
+  int32_t *hdr = plan->h<int32_t>(L.header);
+  hdr[0] = static_cast<int32_t>(n_items);
+  hdr[1] = static_cast<int32_t>(ntok_out);
+  hdr[2] = static_cast<int32_t>(md.slot_mapping.size());
+  for (int i = 3; i < 8; ++i) hdr[i] = 0;
+
+  int32_t *bt = plan->h<int32_t>(L.block_table);
+  const int64_t cols = std::min<int64_t>(md.block_table_cols, o.max_blocks_per_req);
+  for (int64_t r = 0; r < nreq; ++r)
+    std::memcpy(bt + r * o.max_blocks_per_req, md.block_row(r), sizeof(int32_t) * cols);
+  int64_t *sm = plan->h<int64_t>(L.slot_mapping);
+  if (!md.slot_mapping.empty())
+    std::memcpy(sm, md.slot_mapping.data(), sizeof(int64_t) * md.slot_mapping.size());
+
+  // ---- upload (asynchronous on the build's stream)
+  auto up = [&](size_t off, size_t bytes) -> vattn_status_t {
+    if (bytes == 0) return VATTN_OK;
+    return cuda_status(cudaMemcpyAsync(plan->dev + off, plan->host + off, bytes,
+                                       cudaMemcpyHostToDevice, stream),
+                       "plan upload");
+  };
+  VATTN_TRY(up(L.header, 8 * sizeof(int32_t)));
+  VATTN_TRY(up(L.reqs, sizeof(kern::AttnReq) * (nreq + (cascade ? 1 : 0))));
+  VATTN_TRY(up(L.items, sizeof(kern::AttnItem) * n_items));
+  VATTN_TRY(up(L.tok_parts, sizeof(int2) * ntok_out));
+  VATTN_TRY(up(L.part_list, sizeof(int32_t) * parts.size()));
+  if (nreq > 0 && cols > 0)
+    VATTN_TRY(up(L.block_table, sizeof(int32_t) * ((nreq - 1) * o.max_blocks_per_req + cols)));
+  VATTN_TRY(up(L.slot_mapping, sizeof(int64_t) * md.slot_mapping.size()));
+  VATTN_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(plan->event), stream), "plan upload");
+
+  // ---- grids (host-side launch shapes; the kernels read counts on device)
+  const bool capture = mode == BuildMode::kCudagraphCapture;
+  auto clampi = [](int64_t v, int64_t lo, int64_t hi) {
+    return static_cast<int32_t>(std::max(lo, std::min(hi, v)));
+  };
+  const int64_t attn_floor = capture ? (4LL * c_.num_sms + o.num_kv_heads - 1) / o.num_kv_heads : 1;
+  plan->grid_attn = clampi(std::max<int64_t>(n_items, attn_floor), 1, 65535);
+  const int64_t merge_units = (ntok_out * o.num_heads + 3) / 4;
+  plan->grid_merge = clampi(capture ? 16LL * c_.num_sms : merge_units, 1, 16LL * c_.num_sms);
+  plan->grid_cache = clampi(capture ? o.max_num_tokens : static_cast<int64_t>(md.slot_mapping.size()),
+                            1, o.max_num_tokens);
+  plan->num_items = static_cast<int32_t>(n_items);
+  plan->cascade_active = cascade;
+  plan->md = md;
+  plan->common_prefix_len = P;
+  plan->built = true;
+  return VATTN_OK;
+}
+
+}  // namespace
+
+CudaPlan::~CudaPlan() {
+  DeviceGuard g(device);
+  if (event) (void)cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+  if (event) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  if (host) (void)cudaFreeHost(host);
+  if (dev) (void)cudaFree(dev);
+}
+
+vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
+                                   std::unique_ptr<BuilderImpl> *out) {
+  VATTN_TRY(cuda_require_device(o.device_id, "argument 'opts': device_id"));
+  const int32_t G = o.num_heads / o.num_kv_heads;
+  if (G > kern::kAttnRowsPerTile)
+    return fail(VATTN_ERR_UNSUPPORTED,
+                "argument 'opts': %d query heads per KV head; the CUDA backend supports at most %d",
+                G, kern::kAttnRowsPerTile);
+  if (o.block_size % 16)
+    return fail(VATTN_ERR_UNSUPPORTED,
+                "argument 'opts': block_size %d is not a multiple of 16 (CUDA backend)", o.block_size);
+  BuilderCfg c;
+  c.o = o;
+  c.group = G;
+  c.tokens_per_tile = kern::kAttnRowsPerTile / G;
+  c.num_sms = o.num_sms;
+  if (c.num_sms == 0) {
+    int n = 0;
+    VATTN_CUDA_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, o.device_id),
+                   "querying the SM count");
+    c.num_sms = n > 0 ? n : 1;
+  }
+  c.max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDefaultMaxSplits;
+  const int64_t tiles_bound = o.max_num_tokens / c.tokens_per_tile + o.max_num_reqs + 2;
+  c.cap_items = 2 * tiles_bound + 4LL * c.num_sms + 64;
+  c.ws_rows = std::max<int64_t>(static_cast<int64_t>(o.max_num_reqs) * c.max_splits,
+                                2 * std::min<int64_t>(o.max_num_tokens, 4096)) * G;
+  c.cap_parts = c.ws_rows;
+  *out = std::make_unique<CudaBuilder>(c);
+  return VATTN_OK;
+}
+
+}  // namespace vattn

@@ -1,0 +1,57 @@
+// cuda_plan.h -- the CUDA builder's plan: persistent device buffers sized
+// at creation from the builder's capacities, rebuilt in place by every
+// build (no reallocation), so a forward captured in a CUDA graph replays
+// any later batch that fits.
+//
+// One device allocation holds, at fixed offsets:
+//   header[8]     int32: [0] items, [1] output tokens (num_actual_tokens),
+//                 [2] slot-mapping length
+//   reqs          AttnReq[max_num_reqs + 1]   (+1: cascade prefix pass)
+//   items         AttnItem[cap_items]
+//   tok_parts     int2[max_num_tokens]        (merge pass: offset, count)
+//   part_list     int32[cap_parts]
+//   block_table   int32[max_num_reqs * max_blocks_per_req] (row stride fixed)
+//   slot_mapping  int64[max_num_tokens]
+//   ws_lse, ws_o  float[ws_rows * KVH], float[ws_rows * KVH * head_size]
+// A pinned host mirror of the metadata part is filled by build() and copied
+// with cudaMemcpyAsync on the build's stream; an event guards its reuse.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.h"
+#include "launch.h"
+
+namespace vattn {
+
+struct CudaPlanLayout {
+  size_t header = 0, reqs = 0, items = 0, tok_parts = 0, part_list = 0, block_table = 0,
+         slot_mapping = 0, meta_end = 0, ws_lse = 0, ws_o = 0, total = 0;
+};
+
+class CudaPlan final : public PlanImpl {
+ public:
+  ~CudaPlan() override;
+
+  int32_t device = 0;
+  int32_t num_heads = 0, num_kv_heads = 0, head_size = 0, block_size = 0;
+  int32_t num_sms = 0, max_num_splits = 0;
+  int64_t cap_items = 0, cap_parts = 0, ws_rows = 0;  // ws_rows per KV head
+  CudaPlanLayout lay;
+  char *dev = nullptr;    // device buffer
+  char *host = nullptr;   // pinned mirror of [0, lay.meta_end)
+  void *event = nullptr;  // cudaEvent_t: last upload done
+
+  // Host values of the last build (grid sizes; never read by kernels).
+  int32_t num_items = 0;
+  int32_t grid_attn = 1, grid_merge = 1, grid_cache = 1;
+  bool cascade_active = false;
+
+  template <class T>
+  T *d(size_t off) const { return reinterpret_cast<T *>(dev + off); }
+  template <class T>
+  T *h(size_t off) const { return reinterpret_cast<T *>(host + off); }
+};
+
+}  // namespace vattn
