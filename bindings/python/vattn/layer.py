@@ -231,12 +231,12 @@ class Attention:
             raise InvalidArgumentError(
                 "attn_metadata: expected a Plan from MetadataBuilder.build(), got %s"
                 % type(attn_metadata).__name__, 1)
-        if output is None:
-            shape = tuple(query.shape[:1]) + (self.num_heads, self.head_size)
-            output = zeros_like(query, shape)
         with TensorArgs(stream) as ta:
             a = new_struct("vattn_forward_args_t", lib.vattn_forward_args_init)
             a.query = ta.get(query, "query")
+            if output is None:
+                rows = a.query.shape[0] if a.query.ndim > 0 else 0
+                output = zeros_like(query, (rows, self.num_heads, self.head_size))
             a.key = ta.get(key, "key", optional=True)
             a.value = ta.get(value, "value", optional=True)
             a.kv_cache = ta.get(kv_cache, "kv_cache", optional=True)
