@@ -1,0 +1,40 @@
+package org.vattn;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.IntBuffer;
+import java.nio.LongBuffer;
+
+/** Library-wide functions and helpers of the Java bindings. */
+public final class Vattn implements VattnCConstants {
+  private Vattn() {}
+
+  /** Version of the loaded library, (major << 16) | (minor << 8) | patch. */
+  public static long version() { return VattnC.vattn_version(); }
+
+  /** Version of the loaded library as "MAJOR.MINOR.PATCH". */
+  public static String versionString() { return VattnC.vattn_version_string(); }
+
+  /** The library's description of a status code. */
+  public static String statusString(int status) { return VattnC.vattn_status_string(status); }
+
+  /** Direct native-order buffer holding a copy of {@code a} (null for null). */
+  static IntBuffer direct(int[] a) {
+    if (a == null) return null;
+    IntBuffer b = ByteBuffer.allocateDirect(Math.max(1, a.length) * 4).order(ByteOrder.nativeOrder()).asIntBuffer();
+    b.put(a).flip();
+    return b;
+  }
+
+  /** Direct native-order buffer holding a copy of {@code a} (null for null). */
+  static LongBuffer direct(long[] a) {
+    if (a == null) return null;
+    LongBuffer b = ByteBuffer.allocateDirect(Math.max(1, a.length) * 8).order(ByteOrder.nativeOrder()).asLongBuffer();
+    b.put(a).flip();
+    return b;
+  }
+
+  static void checkHandle(long h, String what) {
+    if (h == 0) throw new IllegalStateException(what + " is closed");
+  }
+}

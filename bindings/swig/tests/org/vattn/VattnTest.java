@@ -1,0 +1,215 @@
+package org.vattn;
+
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertNotEquals;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import org.junit.Test;
+
+/** JUnit 4 tests of the SWIG/Java bindings against the real library. */
+public class VattnTest implements VattnCConstants {
+
+  @Test public void versionAndStatusStrings() {
+    assertEquals(VATTN_VERSION_NUMBER >> 8, Vattn.version() >> 8);
+    assertTrue(Vattn.versionString().startsWith("0.1."));
+    assertEquals("not found", Vattn.statusString(VATTN_ERR_NOT_FOUND));
+    assertEquals(32L, VATTN_FEATURE_LSE_OUTPUT);
+  }
+
+  @Test public void backends() {
+    assertTrue(Backend.count() >= 1);
+    Backend cpu = Backend.find("cpu");
+    assertEquals("CPU", cpu.name());
+    assertEquals(cpu, Backend.get(0));
+    vattn_backend_info_t info = cpu.info();
+    assertEquals(DLDeviceType.kDLCPU, info.getDevice_type());
+    assertTrue(info.headSizeAt(0) > 0);
+    assertArrayEquals(new long[] {2, 10, 16, 8, 128}, cpu.kvCacheShape(10, 16, 8, 128, false));
+    vattn_backend_selector_t sel = new vattn_backend_selector_t();
+    sel.setHead_size(64);
+    sel.setDtype(VATTN_DTYPE_FLOAT32);
+    sel.setDevice_type(DLDeviceType.kDLCPU);
+    assertEquals(cpu, Backend.select(sel));
+  }
+
+  @Test public void errorsThrowVattnException() {
+    VattnException e = assertThrows(VattnException.class, () -> Backend.find("no-such-backend"));
+    assertEquals(VATTN_ERR_NOT_FOUND, e.getStatus());
+    assertTrue(e.getMessage(), e.getMessage().startsWith("not found (6): "));
+    // The library's message was consumed.
+    assertEquals("", VattnC.vattn_last_error_message());
+
+    e = assertThrows(VattnException.class, () -> Metadata.create(new Metadata.Desc()
+        .queryStartLoc(0, 3, 2).seqLens(3, 3).blockTable(1, 0, 1).slotMapping(0, 1, 2)));
+    assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+    assertTrue(e.getMessage(), e.getMessage().contains("query_start_loc"));
+
+    // Raw API: handle out-parameter too short, non-direct buffers.
+    assertThrows(IllegalArgumentException.class, () -> VattnC.vattn_backend_find("CPU", new long[0]));
+    assertThrows(IllegalArgumentException.class,
+        () -> new vattn_metadata_desc_t().setSeq_lens(java.nio.IntBuffer.allocate(4)));
+    // Out-of-range spec.
+    e = assertThrows(VattnException.class, () -> new KvCacheSpec().headSize(0).pageSizeBytes());
+    assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+  }
+
+  @Test public void metadataCreateAndSplit() {
+    try (Metadata md = Metadata.create(new Metadata.Desc()
+             .queryStartLoc(0, 1, 2, 5).seqLens(5, 6, 3)
+             .blockTable(2, 0, 1, 2, 3, 4, 5).slotMapping(4, 21, 32, 33, 34)
+             .blockSize(16).numCacheBlocks(8))) {
+      Metadata.Split s = md.split(1, false);
+      assertEquals(2, s.numDecodes);
+      assertEquals(1, s.numPrefills);
+      assertEquals(2, s.numDecodeTokens);
+      assertEquals(3, s.numPrefillTokens);
+      try (Metadata u = md.unpadded(2, 2)) {
+        assertEquals(2, u.split(1, true).numDecodes);
+      }
+    }
+  }
+
+  @Test public void kvCacheSpecPageSize() {
+    KvCacheSpec spec = new KvCacheSpec().blockSize(16).numKvHeads(8).headSize(128).dtype(VATTN_DTYPE_BFLOAT16);
+    assertEquals(2L * 16 * 8 * 128 * 2, spec.pageSizeBytes());
+    assertEquals(16L * 576 * 2,
+        new KvCacheSpec().kind(VATTN_KV_SPEC_MLA).blockSize(16).numKvHeads(1).headSize(576)
+            .dtype(VATTN_DTYPE_BFLOAT16).pageSizeBytes());
+    try (KvCache c = KvCache.create(new KvCacheSpec[] {spec, spec}, new int[] {-1, 0}, 4, null)) {
+      vattn_kv_cache_info_t i = c.info();
+      assertEquals(4, i.getNum_blocks());
+      assertEquals(2, i.getNum_layers());
+      assertEquals(4 * spec.pageSizeBytes(), i.getTotal_bytes());
+      assertArrayEquals(new long[] {2, 4, 16, 8, 128}, c.layer(1).shape());
+    }
+  }
+
+  // ---- a small CPU forward vs a double-precision reference ----------------
+
+  static final int H = 4, HKV = 2, D = 16, BS = 4;
+
+  static float[] data(int n, int seed) {
+    java.util.Random r = new java.util.Random(seed);
+    float[] a = new float[n];
+    for (int i = 0; i < n; ++i) a[i] = r.nextFloat() * 2 - 1;
+    return a;
+  }
+
+  /** Causal attention of the last nq of s positions; k/v hold all s, in double. */
+  static double[] reference(float[] q, int qOff, float[] k, float[] v, int nq, int s) {
+    double scale = 1.0 / Math.sqrt(D);
+    double[] out = new double[nq * H * D];
+    for (int i = 0; i < nq; ++i) {
+      int pos = s - nq + i;
+      for (int h = 0; h < H; ++h) {
+        int kh = h / (H / HKV);
+        double[] w = new double[pos + 1];
+        double m = Double.NEGATIVE_INFINITY, z = 0;
+        for (int j = 0; j <= pos; ++j) {
+          double dot = 0;
+          for (int x = 0; x < D; ++x) dot += (double) q[qOff + (i * H + h) * D + x] * k[(j * HKV + kh) * D + x];
+          w[j] = dot * scale;
+          m = Math.max(m, w[j]);
+        }
+        for (int j = 0; j <= pos; ++j) { w[j] = Math.exp(w[j] - m); z += w[j]; }
+        for (int x = 0; x < D; ++x) {
+          double acc = 0;
+          for (int j = 0; j <= pos; ++j) acc += w[j] * v[(j * HKV + kh) * D + x];
+          out[(i * H + h) * D + x] = acc / z;
+        }
+      }
+    }
+    return out;
+  }
+
+  static float[] concat(float[] a, int na, float[] b, int nb) {
+    float[] r = new float[na + nb];
+    System.arraycopy(a, 0, r, 0, na);
+    System.arraycopy(b, 0, r, na, nb);
+    return r;
+  }
+
+  static double maxDiff(float[] got, int off, double[] want) {
+    double m = 0;
+    for (int i = 0; i < want.length; ++i) m = Math.max(m, Math.abs(got[off + i] - want[i]));
+    return m;
+  }
+
+  @Test public void cpuForwardMatchesDoubleReference() {
+    Backend cpu = Backend.find("CPU");
+    vattn_layer_options_t lo = new vattn_layer_options_t();
+    lo.setNum_heads(H);
+    lo.setNum_kv_heads(HKV);
+    lo.setHead_size(D);
+    lo.setDtype(VATTN_DTYPE_FLOAT32);
+    lo.setBlock_size(BS);
+    vattn_builder_options_t bo = new vattn_builder_options_t();
+    bo.setNum_heads(H);
+    bo.setNum_kv_heads(HKV);
+    bo.setHead_size(D);
+    bo.setBlock_size(BS);
+    bo.setMax_num_reqs(8);
+    bo.setMax_num_tokens(64);
+    bo.setMax_blocks_per_req(4);
+    KvCacheSpec spec = new KvCacheSpec().blockSize(BS).numKvHeads(HKV).headSize(D).dtype(VATTN_DTYPE_FLOAT32);
+    int la = 3, lb = 4; // request A: blocks [0, 1]; request B: blocks [2, 3]
+    float[] ka = data((la + 1) * HKV * D, 1), va = data((la + 1) * HKV * D, 2);
+    float[] kb = data((lb + 1) * HKV * D, 3), vb = data((lb + 1) * HKV * D, 4);
+    try (Layer layer = new Layer(cpu, lo); Builder builder = new Builder(cpu, bo);
+         Plan plan = builder.newPlan(); KvCache cache = KvCache.create(new KvCacheSpec[] {spec}, null, 8, cpu)) {
+      assertEquals(VATTN_CUDAGRAPH_NEVER, builder.cudagraphSupport());
+      Tensor kv = cache.layer(0);
+
+      // Step 1: both requests prefill.
+      int t = la + lb;
+      float[] q = data(t * H * D, 5);
+      Tensor out = Tensor.float32(t, H, D);
+      try (Metadata md = Metadata.create(new Metadata.Desc().queryStartLoc(0, la, t).seqLens(la, lb)
+               .blockTable(2, 0, 1, 2, 3).slotMapping(0, 1, 2, 8, 9, 10, 11).blockSize(BS).numCacheBlocks(8))) {
+        builder.build(plan, 0, md, false);
+        layer.forward(plan, Tensor.float32(q, t, H, D),
+            Tensor.float32(concat(ka, la * HKV * D, kb, lb * HKV * D), t, HKV, D),
+            Tensor.float32(concat(va, la * HKV * D, vb, lb * HKV * D), t, HKV, D), kv, out, null);
+      }
+      float[] o = new float[t * H * D];
+      out.floats().get(o);
+      double err = Math.max(maxDiff(o, 0, reference(q, 0, ka, va, la, la)),
+                            maxDiff(o, la * H * D, reference(q, la * H * D, kb, vb, lb, lb)));
+
+      // Step 2: one decode each, B first; reads the cache written in step 1.
+      float[] q2 = data(2 * H * D, 6);
+      float[] k2 = new float[2 * HKV * D], v2 = new float[2 * HKV * D];
+      System.arraycopy(kb, lb * HKV * D, k2, 0, HKV * D);
+      System.arraycopy(ka, la * HKV * D, k2, HKV * D, HKV * D);
+      System.arraycopy(vb, lb * HKV * D, v2, 0, HKV * D);
+      System.arraycopy(va, la * HKV * D, v2, HKV * D, HKV * D);
+      Tensor out2 = Tensor.float32(2, H, D);
+      Tensor lse = Tensor.float32(H, 2);
+      try (Metadata md = Metadata.create(new Metadata.Desc().queryStartLoc(0, 1, 2).seqLens(lb + 1, la + 1)
+               .blockTable(2, 2, 3, 0, 1).slotMapping(12, 3).blockSize(BS).numCacheBlocks(8))) {
+        assertEquals(2, md.split(1, true).numDecodes);
+        builder.build(plan, 0, md, false);
+        layer.forward(plan, Tensor.float32(q2, 2, H, D), Tensor.float32(k2, 2, HKV, D),
+            Tensor.float32(v2, 2, HKV, D), kv, out2, lse);
+      }
+      float[] o2 = new float[2 * H * D];
+      out2.floats().get(o2);
+      err = Math.max(err, maxDiff(o2, 0, reference(q2, 0, kb, vb, 1, lb + 1)));
+      err = Math.max(err, maxDiff(o2, H * D, reference(q2, H * D, ka, va, 1, la + 1)));
+      assertTrue("max abs error " + err, err < 1e-4);
+
+      // The cache holds B's token 1 key at slot 9 (block 2, offset 1).
+      float[] mem = kv.readFloats();
+      long[] st = kv.strides();
+      for (int x = 0; x < D; ++x)
+        assertEquals(kb[HKV * D + x], mem[(int) (2 * st[1] + st[2] + x * st[4])], 0f);
+
+      // Wrong output shape is refused with a message.
+      VattnException e = assertThrows(VattnException.class, () -> layer.forward(plan,
+          Tensor.float32(q2, 2, H, D), null, null, kv, Tensor.float32(2, 1, H * D), null));
+      assertNotEquals(VATTN_OK, e.getStatus());
+    }
+  }
+}

@@ -1,0 +1,317 @@
+/*
+ * vattn.i -- SWIG interface of libvattn.
+ *
+ * The declarations come from vattn.h itself (%include at the bottom), never
+ * copied.  What this file adds is how C shapes map onto the target language.
+ * Java (tested, package org.vattn):
+ *
+ *  - every function returning vattn_status_t returns void and throws
+ *    org.vattn.VattnException(status, message) when the status is not
+ *    VATTN_OK; the message is vattn_last_error_message(), then cleared;
+ *  - handles (vattn_metadata_t *, vattn_kv_cache_t *, ...) are plain `long`
+ *    addresses, and handle out-parameters `T **out` are `long[]` of at least
+ *    one entry; the hand-written classes in java/org/vattn (Metadata,
+ *    KvCache, Builder, Plan, Layer, ...) own them and implement
+ *    AutoCloseable;
+ *  - scalar and small-array out-parameters (`int64_t *out`, `int32_t
+ *    *ndim_out`, `int64_t *shape_out`, ...) are Java primitive arrays,
+ *    copied back after the call;
+ *  - every other int32_t / int64_t / float pointer (input arrays, struct
+ *    members such as vattn_metadata_desc_t.query_start_loc, DLTensor.shape)
+ *    is a *direct* NIO buffer (IntBuffer / LongBuffer / FloatBuffer in
+ *    native byte order) whose address is passed as is: no copy, and the
+ *    buffer must stay reachable while C may read it.  Reading such a struct
+ *    member back from Java gives null (C does not say how long it is);
+ *  - DLTensor.data is a direct java.nio.Buffer (its address); other void *
+ *    (CUDA streams) are `long`;
+ *  - option structs get a constructor that runs their vattn_*_options_init
+ *    (so struct_size and the defaults are set); output structs get
+ *    struct_size set.
+ */
+%module(jniclassname="VattnJNI") VattnC
+
+%{
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "vattn.h"
+%}
+
+%include <stdint.i>
+
+#ifdef SWIGJAVA
+%{
+/* Throws org.vattn.VattnException(status, message) for a failed call. */
+static void vattn_java_throw(JNIEnv *jenv, vattn_status_t status) {
+  char msg[2048];
+  const char *m = vattn_last_error_message();
+  size_t i = 0;
+  jclass cls;
+  jmethodID ctor;
+  jstring jmsg;
+  jobject ex;
+  if ((*jenv)->ExceptionCheck(jenv)) return; /* one already pending */
+  /* NewStringUTF wants modified UTF-8: keep ASCII, replace the rest. */
+  for (; m[i] && i + 1 < sizeof msg; ++i) msg[i] = (m[i] & 0x80) ? '?' : m[i];
+  msg[i] = '\0';
+  vattn_clear_last_error();
+  cls = (*jenv)->FindClass(jenv, "org/vattn/VattnException");
+  if (!cls) return; /* NoClassDefFoundError is pending */
+  ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
+  if (!ctor) return;
+  jmsg = (*jenv)->NewStringUTF(jenv, msg);
+  if (!jmsg) return;
+  ex = (*jenv)->NewObject(jenv, cls, ctor, (jint)status, jmsg);
+  if (ex) (*jenv)->Throw(jenv, (jthrowable)ex);
+}
+%}
+
+/* ---- status: void + exception ------------------------------------------- */
+%typemap(jstype) vattn_status_t "void"
+%typemap(javaout) vattn_status_t { $jnicall; }
+/* No early return: argout / freearg of the other arguments still run. */
+%typemap(out) vattn_status_t %{
+  $result = (jint)$1;
+  if ($1 != VATTN_OK) vattn_java_throw(jenv, $1);
+%}
+/* A status passed *in* (vattn_status_string) stays an int. */
+%apply int32_t { vattn_status_t status };
+
+/* ---- handles: long addresses ------------------------------------------------ */
+%define VATTN_HANDLE(T)
+%typemap(jni) T *, const T * "jlong"
+%typemap(jtype) T *, const T * "long"
+%typemap(jstype) T *, const T * "long"
+%typemap(javain) T *, const T * "$javainput"
+%typemap(javaout) T *, const T * { return $jnicall; }
+%typemap(in) T *, const T * %{ $1 = ($1_ltype)(intptr_t)$input; %}
+%typemap(out) T *, const T * %{ $result = (jlong)(intptr_t)$1; %}
+%typemap(jni) T **out, const T **out "jlongArray"
+%typemap(jtype) T **out, const T **out "long[]"
+%typemap(jstype) T **out, const T **out "long[]"
+%typemap(javain) T **out, const T **out "$javainput"
+%typemap(in) T **out ($*1_ltype temp = NULL), const T **out ($*1_ltype temp = NULL) %{
+  if (!$input || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "argument 'out': needs a long[1]");
+    return $null;
+  }
+  $1 = &temp;
+%}
+%typemap(argout) T **out, const T **out %{
+  if (!(*jenv)->ExceptionCheck(jenv)) {
+    jlong h = (jlong)(intptr_t)temp$argnum;
+    (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &h);
+  }
+%}
+%enddef
+VATTN_HANDLE(vattn_backend_t)
+VATTN_HANDLE(vattn_kv_cache_t)
+VATTN_HANDLE(vattn_metadata_t)
+VATTN_HANDLE(vattn_builder_t)
+VATTN_HANDLE(vattn_plan_t)
+VATTN_HANDLE(vattn_layer_t)
+VATTN_HANDLE(vattn_v0_metadata_t)
+VATTN_HANDLE(vattn_v0_builder_t)
+VATTN_HANDLE(vattn_graph_state_t)
+
+/* ---- pointers to numbers: direct NIO buffers ----------------------------- */
+%define VATTN_NIO(CTYPE, JBUF)
+%typemap(jni) CTYPE *, const CTYPE * "jobject"
+%typemap(jtype) CTYPE *, const CTYPE * "java.nio.JBUF"
+%typemap(jstype) CTYPE *, const CTYPE * "java.nio.JBUF"
+%typemap(javain) CTYPE *, const CTYPE * "$javainput"
+%typemap(javaout) CTYPE *, const CTYPE * { return $jnicall; }
+%typemap(in) CTYPE *, const CTYPE * %{
+  $1 = NULL;
+  if ($input) {
+    $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if (!$1) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                              "argument '$1_name': a direct NIO buffer is required");
+      return $null;
+    }
+  }
+%}
+/* Length unknown on the way out. */
+%typemap(out) CTYPE *, const CTYPE * %{ (void)$1; $result = NULL; %}
+%enddef
+VATTN_NIO(int32_t, IntBuffer)
+VATTN_NIO(int64_t, LongBuffer)
+VATTN_NIO(float, FloatBuffer)
+
+/* DLTensor.data: any direct buffer. */
+%typemap(jni) void *data "jobject"
+%typemap(jtype) void *data "java.nio.Buffer"
+%typemap(jstype) void *data "java.nio.Buffer"
+%typemap(javain) void *data "$javainput"
+%typemap(javaout) void *data { return $jnicall; }
+%typemap(in) void *data %{
+  $1 = NULL;
+  if ($input) {
+    $1 = (*jenv)->GetDirectBufferAddress(jenv, $input);
+    if (!$1) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                              "argument 'data': a direct NIO buffer is required");
+      return $null;
+    }
+  }
+%}
+%typemap(out) void *data %{ (void)$1; $result = NULL; %}
+
+/* Other void * (streams): raw addresses. */
+%typemap(jni) void * "jlong"
+%typemap(jtype) void * "long"
+%typemap(jstype) void * "long"
+%typemap(javain) void * "$javainput"
+%typemap(javaout) void * { return $jnicall; }
+%typemap(in) void * %{ $1 = (void *)(intptr_t)$input; %}
+%typemap(out) void * %{ $result = (jlong)(intptr_t)$1; %}
+
+/* ---- scalar / small-array outputs: primitive arrays, copied back -------- */
+%define VATTN_OUT_ARRAY(CTYPE, JTYPE, JARR, JNAME, JFN)
+%typemap(jni) CTYPE *OUTARR "JARR"
+%typemap(jtype) CTYPE *OUTARR "JTYPE[]"
+%typemap(jstype) CTYPE *OUTARR "JTYPE[]"
+%typemap(javain) CTYPE *OUTARR "$javainput"
+%typemap(in) CTYPE *OUTARR %{
+  $1 = NULL;
+  if ($input) {
+    $1 = ($1_ltype)(*jenv)->Get##JFN##ArrayElements(jenv, $input, NULL);
+    if (!$1) return $null;
+  }
+%}
+%typemap(freearg) CTYPE *OUTARR %{
+  if ($1) (*jenv)->Release##JFN##ArrayElements(jenv, $input, (JNAME *)$1, 0);
+%}
+%enddef
+VATTN_OUT_ARRAY(int32_t, int, jintArray, jint, Int)
+VATTN_OUT_ARRAY(int64_t, long, jlongArray, jlong, Long)
+%apply int64_t *OUTARR { int64_t *out, int64_t *out3, int64_t *shape_out, int64_t *num_swaps,
+                         int64_t *num_chunks, int64_t *out_len };
+%apply int32_t *OUTARR { int32_t *out, int32_t *ndim_out, int32_t *order_out, int32_t *group_out,
+                         int32_t *layout_out, int32_t *modified, int32_t *max_seq_len_out };
+
+/* ---- structs ------------------------------------------------------------- */
+/* Option structs: the constructor runs their init function. */
+%define VATTN_INIT_CTOR(T, INIT)
+%extend T {
+  T() {
+    struct T *p = (struct T *)calloc(1, sizeof(struct T));
+    if (p) INIT(p);
+    return p;
+  }
+}
+%enddef
+VATTN_INIT_CTOR(vattn_kv_cache_spec, vattn_kv_cache_spec_init)
+VATTN_INIT_CTOR(vattn_model_limits, vattn_model_limits_init)
+VATTN_INIT_CTOR(vattn_backend_selector, vattn_backend_selector_init)
+VATTN_INIT_CTOR(vattn_kv_cache_options, vattn_kv_cache_options_init)
+VATTN_INIT_CTOR(vattn_slot_mapping_args, vattn_slot_mapping_args_init)
+VATTN_INIT_CTOR(vattn_metadata_desc, vattn_metadata_desc_init)
+VATTN_INIT_CTOR(vattn_v0_builder_options, vattn_v0_builder_options_init)
+VATTN_INIT_CTOR(vattn_v0_seq, vattn_v0_seq_init)
+VATTN_INIT_CTOR(vattn_v0_metadata_desc, vattn_v0_metadata_desc_init)
+VATTN_INIT_CTOR(vattn_builder_options, vattn_builder_options_init)
+VATTN_INIT_CTOR(vattn_layer_options, vattn_layer_options_init)
+VATTN_INIT_CTOR(vattn_forward_args, vattn_forward_args_init)
+
+/* Output structs: struct_size set, the rest zero. */
+%define VATTN_SIZED_CTOR(T)
+%extend T {
+  T() {
+    struct T *p = (struct T *)calloc(1, sizeof(struct T));
+    if (p) p->struct_size = sizeof(struct T);
+    return p;
+  }
+}
+%enddef
+VATTN_SIZED_CTOR(vattn_backend_info)
+VATTN_SIZED_CTOR(vattn_kv_cache_info)
+
+%extend vattn_backend_info {
+  /* head_sizes[i], or -1 past the end. */
+  int32_t headSizeAt(size_t i) const {
+    return (self->head_sizes && i < self->num_head_sizes) ? self->head_sizes[i] : -1;
+  }
+}
+
+%extend DLTensor {
+  /* shape[i] / strides[i] (0 past ndim; strides NULL = compact row-major, given as such). */
+  int64_t shapeAt(int i) const {
+    return (self->shape && i >= 0 && i < self->ndim) ? self->shape[i] : 0;
+  }
+  int64_t strideAt(int i) const {
+    int64_t s = 1;
+    int d;
+    if (i < 0 || i >= self->ndim) return 0;
+    if (self->strides) return self->strides[i];
+    for (d = self->ndim - 1; d > i; --d) s *= self->shape[d];
+    return s;
+  }
+  /* Bytes from the first element to one past the last one reachable. */
+  int64_t spanBytes() const {
+    int64_t last = 0;
+    int d;
+    if (!self->shape) return 0;
+    for (d = 0; d < self->ndim; ++d) {
+      if (self->shape[d] == 0) return 0;
+      last += (self->shape[d] - 1) * DLTensor_strideAt(self, d);
+    }
+    return (last + 1) * ((self->dtype.bits * self->dtype.lanes + 7) / 8);
+  }
+  /* Copies `dst.capacity()` bytes of a host tensor's memory, from byte
+   * `offset` of its first element, into a direct buffer. */
+  void readBytes(int64_t offset, void *data, int64_t nbytes) const {
+    if (self->device.device_type == kDLCPU && self->data && data && offset >= 0 && nbytes >= 0 &&
+        offset + nbytes <= DLTensor_spanBytes(self))
+      memcpy(data, (const char *)self->data + self->byte_offset + offset, (size_t)nbytes);
+  }
+}
+
+/* Contiguous arrays of specs (vattn_kv_cache_create and friends). */
+%include <carrays.i>
+%array_class(vattn_kv_cache_spec_t, KvCacheSpecArray);
+
+/* Not expressible from Java here: arrays of handles / tensors / pointers. */
+%ignore vattn_split_attn_metadata;
+%ignore vattn_copy_blocks;
+%ignore vattn_v0_get_seq_len_block_table_args;
+%ignore DLManagedTensor;
+
+/* Load the JNI library and check the version when the class loads. */
+%pragma(java) jniclasscode=%{
+  static {
+    String lib = System.getProperty("org.vattn.library", "vattn_java");
+    System.loadLibrary(lib);
+    long loaded = vattn_version();
+    if ((loaded >> 8) != (VATTN_VERSION_NUMBER_get() >> 8))
+      throw new UnsatisfiedLinkError("libvattn " + vattn_version_string()
+          + " is loaded but these bindings were built for header version " + VATTN_VERSION_NUMBER_get());
+  }
+%}
+%javaconst(1);
+%javaconst(0) VATTN_VERSION_NUMBER;
+/* Feature bits are `(1u << n)` in C, which is no Java literal. */
+%javaconstvalue("1L") VATTN_FEATURE_ALIBI;
+%javaconstvalue("2L") VATTN_FEATURE_SLIDING_WINDOW;
+%javaconstvalue("4L") VATTN_FEATURE_SOFT_CAP;
+%javaconstvalue("8L") VATTN_FEATURE_SINKS;
+%javaconstvalue("16L") VATTN_FEATURE_FP8_KV_CACHE;
+%javaconstvalue("32L") VATTN_FEATURE_LSE_OUTPUT;
+%javaconstvalue("64L") VATTN_FEATURE_CASCADE;
+%javaconstvalue("128L") VATTN_FEATURE_MLA;
+%javaconstvalue("256L") VATTN_FEATURE_KV_SHARING;
+%immutable vattn_backend_info::name;
+#endif /* SWIGJAVA */
+
+#ifdef SWIGJAVA
+/* DLPack's C enums (kDLCPU, kDLFloat, ...) become int constants; their
+ * values (e.g. `5U`) are read through JNI, not copied as Java literals. */
+%include "enumtypeunsafe.swg"
+%javaconst(0);
+#endif
+%include "dlpack/dlpack.h"
+#ifdef SWIGJAVA
+%javaconst(1);
+#endif
+%include "vattn.h"
