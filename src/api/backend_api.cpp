@@ -104,7 +104,8 @@ VATTN_API vattn_status_t vattn_get_attn_backend(const vattn_backend_selector_t *
   return vattn::guard(__func__, [&]() -> vattn_status_t {
     VATTN_CHECK_NOT_NULL(out);
     *out = nullptr;
-    VATTN_CHECK_NOT_NULL(sel_in);
+    // The header calls this parameter 'sel': name it so in the message.
+    if (sel_in == nullptr) return vattn::fail(VATTN_ERR_INVALID_ARGUMENT, "argument 'sel' is NULL");
     vattn_backend_selector_t sel;
     VATTN_TRY(vattn::read_options(sel_in, &sel, vattn_backend_selector_init,
                                   VATTN_STRUCT_MIN_SIZE(vattn_backend_selector_t, features), "sel"));
@@ -134,6 +135,10 @@ VATTN_API vattn_status_t vattn_get_attn_backend(const vattn_backend_selector_t *
         return VATTN_OK;
       }
       std::string r = h->impl->reject_reason(sel);
+      // A GPU backend cannot serve anything on a machine without a GPU (the
+      // forced path above reports this as VATTN_ERR_NO_DEVICE).
+      if (r.empty() && h->impl->info().device_type == kDLCUDA && vattn::cuda_device_count() == 0)
+        r = "no usable CUDA device";
       if (r.empty()) {
         *out = h;
         return VATTN_OK;
@@ -161,7 +166,7 @@ VATTN_API vattn_status_t vattn_backend_kv_cache_shape(const vattn_backend_t *bac
     const vattn_backend_info_t &in = backend->impl->info();
     if (block_size <= 0 || (in.block_size_multiple > 0 && block_size % in.block_size_multiple))
       return vattn::fail(VATTN_ERR_INVALID_ARGUMENT,
-                         "argument 'block_size' = %d: block size must be a multiple of %d",
+                         "argument 'block_size' = %d: block size must be a positive multiple of %d",
                          block_size, in.block_size_multiple);
     if (use_mla) {
       if (!(in.features & VATTN_FEATURE_MLA))
