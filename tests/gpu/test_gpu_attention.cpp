@@ -1,0 +1,203 @@
+// test_gpu_attention.cpp -- the CUDA backend's forward against the float64
+// oracle and the CPU backend over a sampled grid: head sizes x block sizes x
+// GQA x {fp16, bf16} x cache {auto, e4m3, e5m2} x {NHD, HND} x features
+// (sliding window, soft-cap, ALiBi, sinks) x batch mixes.  Tolerances: the
+// CPU suite's (atol 1e-2, rtol 1e-2 on outputs; LSE 1e-4 + 1e-5 |x|; cache
+// bytes exact) and |CUDA - CPU| <= 2e-2.  VATTN_GPU_CASES sets the number
+// of sampled cases per mix (default 24); VATTN_TEST_SEED replays a run.
+#include <cstdlib>
+
+#include "gpu_harness.h"
+
+namespace {
+
+int cases_per_mix() {
+  const char *e = std::getenv("VATTN_GPU_CASES");
+  int n = e ? std::atoi(e) : 24;
+  return n > 0 ? n : 1;
+}
+
+template <class T>
+T pick(std::mt19937_64 &g, std::initializer_list<T> v) {
+  return *(v.begin() + g() % v.size());
+}
+
+ct::Config random_config(std::mt19937_64 &g) {
+  ct::Config c;
+  c.head_size = pick(g, {64, 80, 96, 112, 128, 256});
+  c.block_size = pick(g, {16, 32, 16, 32, 64});
+  const int G = pick(g, {1, 4, 8});
+  c.num_kv_heads = pick(g, {1, 2});
+  c.num_heads = c.num_kv_heads * G;
+  c.dtype = pick(g, {VATTN_DTYPE_FLOAT16, VATTN_DTYPE_BFLOAT16});
+  c.kv_cache_dtype = pick(g, {VATTN_KV_CACHE_DTYPE_AUTO, VATTN_KV_CACHE_DTYPE_AUTO,
+                              VATTN_KV_CACHE_DTYPE_FP8_E4M3, VATTN_KV_CACHE_DTYPE_FP8_E5M2});
+  if (c.kv_cache_dtype != VATTN_KV_CACHE_DTYPE_AUTO) {
+    c.k_scale = pick(g, {0.5f, 0.25f, 1.f});
+    c.v_scale = pick(g, {0.5f, 0.125f, 1.f});
+  }
+  c.layout = pick(g, {VATTN_LAYOUT_NHD, VATTN_LAYOUT_HND});
+  if (g() % 4 == 0) c.sliding_window = pick(g, {1, 7, 33, 100, 257});
+  if (g() % 4 == 0) c.soft_cap = pick(g, {0.5f, 2.f, 10.f});
+  c.alibi = g() % 4 == 0;
+  c.sinks = g() % 4 == 0;
+  c.pad_tokens = static_cast<int>(g() % 4);
+  c.want_lse = g() % 8 != 0;
+  c.num_threads = 8;
+  return c;
+}
+
+void run_mix(int mix) {
+  const uint64_t seed = vt::test_seed();
+  std::mt19937_64 g(seed);
+  const int n = cases_per_mix();
+  for (int i = 0; i < n; ++i) {
+    ct::Config c = random_config(g);
+    std::vector<int32_t> q, s;
+    switch (mix) {
+      case 0:  // pure decode, one long sequence to force split-KV
+        for (int r = 0; r < 5; ++r) {
+          q.push_back(1);
+          s.push_back(1 + static_cast<int>(g() % 700));
+        }
+        q.push_back(1);
+        s.push_back(1500 + static_cast<int>(g() % 2000));
+        break;
+      case 1:  // pure prefill
+        for (int r = 0; r < 3; ++r) {
+          const int l = 1 + static_cast<int>(g() % 150);
+          q.push_back(l);
+          s.push_back(l);
+        }
+        break;
+      case 2:  // chunked prefill with cached context
+        for (int r = 0; r < 3; ++r) {
+          const int l = 1 + static_cast<int>(g() % 80);
+          q.push_back(l);
+          s.push_back(l + 1 + static_cast<int>(g() % 300));
+        }
+        break;
+      default:  // mixed: decodes, spec-decode, chunked, fresh prefill
+        ct::random_batch(g, 6, 300, 40, &q, &s);
+        q.push_back(3);
+        s.push_back(3 + static_cast<int>(g() % 200));
+        break;
+    }
+    SCOPED_TRACE("seed " + std::to_string(seed) + " case " + std::to_string(i) + ": " + c.str());
+    gt::run_gpu_case(c, q, s, g);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+
+TEST(GpuAttention, PureDecode) {
+  GPU_TEST_REQUIRE();
+  run_mix(0);
+}
+TEST(GpuAttention, PurePrefill) {
+  GPU_TEST_REQUIRE();
+  run_mix(1);
+}
+TEST(GpuAttention, ChunkedPrefill) {
+  GPU_TEST_REQUIRE();
+  run_mix(2);
+}
+TEST(GpuAttention, Mixed) {
+  GPU_TEST_REQUIRE();
+  run_mix(3);
+}
+
+// Split-KV on and off must agree with the oracle on long decodes.
+TEST(GpuAttention, SplitKvLongDecode) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  for (int splits : {1, 4, 16}) {
+    ct::Config c;
+    c.dtype = VATTN_DTYPE_BFLOAT16;
+    c.num_heads = 32;
+    c.num_kv_heads = 8;
+    c.head_size = 128;
+    c.num_threads = 8;
+    c.sinks = splits == 16;
+    SCOPED_TRACE("max_num_splits " + std::to_string(splits));
+    gt::run_gpu_case(c, {1, 1, 1}, {4000, 1, 2100}, g, splits);
+  }
+}
+
+TEST(GpuAttention, EncoderTypesAndCross) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  for (int32_t type : {VATTN_ATTN_ENCODER, VATTN_ATTN_ENCODER_ONLY, VATTN_ATTN_ENCODER_DECODER}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      ct::Config c = random_config(g);
+      c.attn_type = type;
+      c.causal = type == VATTN_ATTN_ENCODER_DECODER ? false : c.causal;
+      if (type != VATTN_ATTN_ENCODER_DECODER) c.kv_cache_dtype = VATTN_KV_CACHE_DTYPE_AUTO;
+      c.pad_tokens = 0;
+      if (type == VATTN_ATTN_ENCODER_ONLY && variant % 2) c.sliding_window = 9;
+      SCOPED_TRACE("type " + std::to_string(type) + " " + c.str());
+      if (type == VATTN_ATTN_ENCODER_DECODER)
+        gt::run_gpu_case(c, {1, 4, 2}, {37, 120, 5}, g);
+      else
+        gt::run_gpu_case(c, {17, 90, 1}, {17, 90, 1}, g);
+    }
+  }
+}
+
+TEST(GpuAttention, CascadeSharedPrefix) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  for (int variant = 0; variant < 4; ++variant) {
+    ct::Config c;
+    c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
+    c.num_heads = 16;
+    c.num_kv_heads = 4;
+    c.head_size = variant < 2 ? 128 : 64;
+    c.num_threads = 8;
+    c.common_prefix_len = 256;
+    c.soft_cap = variant == 3 ? 2.f : 0.f;
+    c.sinks = variant == 2;
+    c.kv_cache_dtype = variant == 1 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_AUTO;
+    std::vector<int32_t> q, s;
+    for (int r = 0; r < 9; ++r) {
+      const int ql = r < 6 ? 1 : 1 + static_cast<int>(g() % 20);
+      q.push_back(ql);
+      s.push_back(257 + static_cast<int>(g() % 300) + ql);
+    }
+    SCOPED_TRACE(c.str());
+    gt::run_gpu_case(c, q, s, g);
+  }
+}
+
+TEST(GpuAttention, KvSharingNeverWrites) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  ct::Config c;
+  c.dtype = VATTN_DTYPE_FLOAT16;
+  c.kv_sharing = true;
+  c.num_threads = 8;
+  gt::run_gpu_case(c, {1, 5}, {40, 70}, g);
+}
+
+// Unsupported configurations are refused at layer creation.
+TEST(GpuAttention, RefusesUnsupportedAtCreation) {
+  GPU_TEST_REQUIRE();
+  vattn_layer_options_t lo;
+  vattn_layer_options_init(&lo);
+  vattn_layer_t *l = nullptr;
+  lo.head_size = 72;
+  EXPECT_VATTN_ERR(vattn_layer_create(&l, gt::cuda(), &lo), VATTN_ERR_UNSUPPORTED, "head_size");
+  EXPECT_EQ(l, nullptr);
+  vattn_layer_options_init(&lo);
+  lo.dtype = VATTN_DTYPE_FLOAT32;
+  EXPECT_VATTN_ERR(vattn_layer_create(&l, gt::cuda(), &lo), VATTN_ERR_UNSUPPORTED, "dtype");
+  vattn_layer_options_init(&lo);
+  lo.block_size = 8;
+  EXPECT_VATTN_ERR(vattn_layer_create(&l, gt::cuda(), &lo), VATTN_ERR_UNSUPPORTED, "block_size");
+  vattn_backend_info_t in;
+  in.struct_size = sizeof in;
+  ASSERT_VATTN_OK(vattn_backend_get_info(gt::cuda(), &in));
+  EXPECT_STREQ(in.name, "CUDA");
+  EXPECT_EQ(in.cudagraph_support, VATTN_CUDAGRAPH_ALWAYS);
+}
