@@ -215,6 +215,9 @@ vattn_status_t cuda_swap_blocks(const DLTensor *src, DLTensor *dst, const int64_
   DeviceGuard g(sc ? src->device.device_id : dst->device.device_id);
   if (!g.ok()) return fail(VATTN_ERR_NO_DEVICE, "cannot make the CUDA device current");
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const cudaMemcpyKind kind = sc && dc ? cudaMemcpyDeviceToDevice
+                              : sc     ? cudaMemcpyDeviceToHost
+                                       : cudaMemcpyHostToDevice;
   const char *sb = tensor_data(src);
   char *db = tensor_data(dst);
   for (size_t i = 0; i < num_pairs; ++i)
@@ -223,7 +226,7 @@ vattn_status_t cuda_swap_blocks(const DLTensor *src, DLTensor *dst, const int64_
                          block_mapping[2 * i] * tensor_stride(src, bd);
       const int64_t dof = (nkv == 2 ? kv * tensor_stride(dst, 0) : 0) +
                           block_mapping[2 * i + 1] * tensor_stride(dst, bd);
-      VATTN_CUDA_TRY(cudaMemcpyAsync(db + dof * es, sb + so * es, bytes, cudaMemcpyDefault, s),
+      VATTN_CUDA_TRY(cudaMemcpyAsync(db + dof * es, sb + so * es, bytes, kind, s),
                      "swap_blocks copy");
     }
   return VATTN_OK;
