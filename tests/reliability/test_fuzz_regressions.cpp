@@ -1,0 +1,79 @@
+// test_fuzz_regressions.cpp -- one test per bug the fuzz harnesses found
+// (fuzz/README.md lists them).  Run under the ASan/UBSan build by
+// scripts/test-sanitizers, where the original bugs aborted.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "test_util.h"
+#include "weak_api.h"
+
+namespace {
+
+// fuzz_kv_cache: max_memory_usage_bytes of a SLIDING_WINDOW spec with
+// block_size 1 and max_model_len = INT64_MAX computed ceil_div(...) + 1 in
+// int64 (signed overflow, UB).  Now saturates and reports the overflow.
+TEST(FuzzRegression, SlidingWindowMaxMemoryDoesNotOverflow) {
+  if (!VATTN_HAS(vattn_kv_cache_spec_max_memory_usage_bytes)) GTEST_SKIP() << "not built yet";
+  vattn_kv_cache_spec_t s;
+  vattn_kv_cache_spec_init(&s);
+  s.kind = VATTN_KV_SPEC_SLIDING_WINDOW;
+  s.block_size = 1;
+  s.num_kv_heads = 1;
+  s.head_size = 1;
+  s.dtype = VATTN_DTYPE_FP8_E4M3;
+  s.sliding_window = 1;
+  vattn_model_limits_t lim;
+  vattn_model_limits_init(&lim);
+  lim.max_model_len = INT64_MAX;
+  lim.max_num_batched_tokens = INT64_MAX;
+  int64_t out = -7;
+  vattn_status_t st = vattn_kv_cache_spec_max_memory_usage_bytes(&s, &lim, &out);
+  EXPECT_EQ(st, VATTN_ERR_INVALID_ARGUMENT) << vattn_last_error_message();
+  EXPECT_EQ(out, -7);
+  // Just below the edge still works.
+  lim.max_model_len = 1 << 20;
+  EXPECT_VATTN_OK(vattn_kv_cache_spec_max_memory_usage_bytes(&s, &lim, &out));
+  EXPECT_GT(out, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// fuzz_metadata: make_local_attention_virtual_batches with attn_chunk_size =
+// INT32_MAX and block_size 1 built a virtual block table of 2^31 columns per
+// virtual batch (8 GiB+ per row) before any check: a hostile chunk size
+// exhausted host memory.  Now refused up front with INVALID_ARGUMENT.
+TEST(FuzzRegression, LocalVirtualBatchesHugeChunkIsRefused) {
+  if (!VATTN_HAS(vattn_make_local_attention_virtual_batches)) GTEST_SKIP() << "not built yet";
+  const int32_t qsl[] = {0, 3, 4};
+  const int32_t seq_lens[] = {5, 9};
+  const int32_t table[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const int64_t slots[] = {2, 3, 4, 18};  // request 0 positions 2..4, request 1 position 8
+  vattn_metadata_desc_t d;
+  vattn_metadata_desc_init(&d);
+  d.num_reqs = 2;
+  d.num_actual_tokens = 4;
+  d.query_start_loc = qsl;
+  d.seq_lens = seq_lens;
+  d.block_table = table;
+  d.block_table_rows = 2;
+  d.block_table_cols = 5;
+  d.slot_mapping = slots;
+  d.slot_mapping_len = 4;
+  d.block_size = 2;
+  vattn_metadata_t *md = nullptr;
+  ASSERT_VATTN_OK(vattn_metadata_create(&md, &d));
+  vattn_metadata_t *out = reinterpret_cast<vattn_metadata_t *>(&d);  // must become NULL
+  EXPECT_VATTN_ERR(vattn_make_local_attention_virtual_batches(INT32_MAX - 1, md, 2, &out),
+                   VATTN_ERR_INVALID_ARGUMENT, "attn_chunk_size");
+  EXPECT_EQ(out, nullptr);
+  // A normal chunk still works.
+  EXPECT_VATTN_OK(vattn_make_local_attention_virtual_batches(4, md, 2, &out));
+  EXPECT_NE(out, nullptr);
+  vattn_metadata_destroy(out);
+  vattn_metadata_destroy(md);
+}
+
+}  // namespace
