@@ -17,6 +17,9 @@ namespace vattn {
 
 using ll = long long;
 
+constexpr int64_t kMaxLocalPages = INT64_C(1) << 20;
+constexpr int64_t kMaxLocalTableElems = INT64_C(1) << 26;
+
 vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadata &m,
                                                     int32_t block_size, Metadata *out) {
   VATTN_CHECK_ARG(chunk > 0, "argument 'attn_chunk_size' = %d must be positive", chunk);
@@ -32,6 +35,19 @@ vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadat
                     "needs at least one query token)", (ll)r);
   const int64_t pages = chunk / block_size;
   const int64_t last_col = m.block_table_cols - 1;
+  // Bound the virtual block table (rows x pages int32) before allocating it:
+  // a hostile attn_chunk_size / block_size must not exhaust host memory.
+  {
+    int64_t rows = 0;
+    for (int64_t r = 0; r < m.num_reqs; ++r) {
+      const int64_t q = m.query_len(r), ctx = m.seq_lens[r] - q;
+      rows += 1 + (q - std::min<int64_t>(chunk - ctx % chunk, q) + chunk - 1) / chunk;
+    }
+    VATTN_CHECK_ARG(pages <= kMaxLocalPages && rows * pages <= kMaxLocalTableElems,
+                    "argument 'attn_chunk_size' = %d: %lld virtual batches x %lld pages per local "
+                    "batch exceed the limit of %lld pages per batch / %lld block table entries",
+                    chunk, (ll)rows, (ll)pages, (ll)kMaxLocalPages, (ll)kMaxLocalTableElems);
+  }
 
   Metadata v;
   v.num_actual_tokens = m.num_actual_tokens;
