@@ -46,7 +46,8 @@ def test_cdef_is_generated_from_the_header():
     from vattn import _cdef
     text = open(HEADER).read()
     declared = set(re.findall(r"VATTN_API\s+[^;]*?\b(vattn_\w+)\s*\(", text, re.S))
-    cdef = _cdef.cdef_source(HEADER, [os.path.dirname(HEADER)])
+    inc = [os.path.dirname(HEADER)] + os.environ.get("VATTN_DLPACK_INCLUDE_DIR", "").split(":")
+    cdef = _cdef.cdef_source(HEADER, inc)
     generated = set(re.findall(r"\b(vattn_\w+)\s*\(", cdef))
     assert declared and declared <= generated
     for name in declared:
