@@ -327,6 +327,10 @@ vattn_status_t metadata_unpadded(const Metadata &m, int64_t num_tokens, int64_t 
     u.slot_mapping[i] = VATTN_PAD_SLOT_ID;
   if (u.has_encoder_seq_lens) u.encoder_seq_lens.resize(num_reqs);
   if (u.has_dcp_local_seq_lens) u.dcp_local_seq_lens.resize(num_reqs);
+  if (!u.local_src_row.empty()) {  // local virtual batches keep their gather map
+    u.local_src_row.resize(num_reqs);
+    u.local_src_col.resize(num_reqs * m.block_table_cols);
+  }
   if (u.has_logits_indices) {
     // Indices past the remaining real tokens no longer select anything.
     int64_t real = u.query_start_loc[num_reqs], keep = 0;
