@@ -6,7 +6,7 @@
 namespace vattn {
 
 namespace {
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }  // a >= 0, b > 0; no overflow
 }  // namespace
 
 bool use_cascade_attention(int64_t common_prefix_len, const int32_t *query_lens, int64_t num_reqs,
@@ -24,12 +24,15 @@ bool use_cascade_attention(int64_t common_prefix_len, const int32_t *query_lens,
   for (int64_t r = 0; r < num_reqs && all_single; ++r) all_single = query_lens[r] == 1;
   // Without FlashDecoding's GQA packing the plain kernel has no edge.
   if (!(q_per_kv > 1 && all_single)) return true;
-  // Compare estimated waves of CTAs over the prefix tiles.
-  const int64_t tiles = cdiv(common_prefix_len, 128);
-  const int64_t cascade_ctas = num_q_heads * cdiv(num_reqs, 128);
-  const int64_t cascade_time = cdiv(cascade_ctas, num_sms) * tiles;
-  const int64_t fd_ctas = num_reqs * num_kv_heads * cdiv(q_per_kv, 128) * tiles;
-  const int64_t fd_time = cdiv(fd_ctas, num_sms);
+  // Compare estimated waves of CTAs over the prefix tiles.  Exact 128-bit
+  // integers: hostile sizes overflow int64 products (found by fuzzing).
+  using i128 = __int128;
+  auto cdiv128 = [](i128 a, i128 b) { return a / b + (a % b != 0); };
+  const i128 tiles = cdiv(common_prefix_len, 128);
+  const i128 cascade_ctas = (i128)num_q_heads * cdiv(num_reqs, 128);
+  const i128 cascade_time = cdiv128(cascade_ctas, num_sms) * tiles;
+  const i128 fd_ctas = (i128)num_reqs * num_kv_heads * cdiv(q_per_kv, 128) * tiles;
+  const i128 fd_time = cdiv128(fd_ctas, num_sms);
   return cascade_time < fd_time;
 }
 
