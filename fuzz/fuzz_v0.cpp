@@ -29,7 +29,8 @@ void builder(fz::In &in) {
     s.is_prompt = in.val<int32_t>(0, 1);
     s.context_len = in.val<int64_t>(0, 32);
     s.query_len = in.val<int64_t>(1, 16);
-    s.seq_len = in.range<int>(0, 7) ? s.context_len + s.query_len : in.val<int64_t>(0, 48);
+    if (__builtin_add_overflow(s.context_len, s.query_len, &s.seq_len)) s.seq_len = INT64_MAX;
+    if (in.range<int>(0, 7) == 0) s.seq_len = in.val<int64_t>(0, 48);
     s.curr_seq_len = s.seq_len;
     s.token_len = s.query_len;
     s.curr_sliding_window_blocks = in.range<int>(0, 3) ? 0 : in.val<int32_t>(0, 8);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "test_util.h"
 #include "weak_api.h"
@@ -74,6 +75,28 @@ TEST(FuzzRegression, LocalVirtualBatchesHugeChunkIsRefused) {
   EXPECT_NE(out, nullptr);
   vattn_metadata_destroy(out);
   vattn_metadata_destroy(md);
+}
+
+}  // namespace
+
+namespace {
+
+// fuzz_metadata: use_cascade_attention estimated CTA waves in int64:
+// num_reqs * num_kv_heads * ... * tiles and cdiv(common_prefix_len, 128)
+// overflowed (signed overflow, UB) for huge prefix lengths / head counts.
+TEST(FuzzRegression, UseCascadeAttentionHugeSizesDoNotOverflow) {
+  if (!VATTN_HAS(vattn_use_cascade_attention)) GTEST_SKIP() << "not built yet";
+  std::vector<int32_t> qlens(64, 1);
+  int32_t out = -1;
+  EXPECT_VATTN_OK(vattn_use_cascade_attention(INT64_MAX, qlens.data(), 64, 1 << 30, 1 << 29, 0, 0,
+                                              0, 1, 1, &out));
+  EXPECT_TRUE(out == 0 || out == 1);
+  EXPECT_VATTN_OK(vattn_use_cascade_attention(INT64_MAX - 5, qlens.data(), 64, INT32_MAX, 1, 0, 0,
+                                              0, INT32_MAX, 1, &out));
+  EXPECT_TRUE(out == 0 || out == 1);
+  // An ordinary decision is unchanged: long shared prefix, many decodes, GQA.
+  EXPECT_VATTN_OK(vattn_use_cascade_attention(4096, qlens.data(), 64, 32, 8, 0, 0, 0, 132, 1, &out));
+  EXPECT_TRUE(out == 0 || out == 1);
 }
 
 }  // namespace
