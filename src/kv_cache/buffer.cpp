@@ -45,6 +45,9 @@ vattn_status_t Buffer::allocate(DLDevice dev, int64_t bytes, bool zero, const ch
       return fail(VATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate %lld bytes of host memory", what,
                   static_cast<long long>(bytes));
     }
+    if (!b.ptr_)  // some sanitizer allocators return NULL instead of throwing
+      return fail(VATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate %lld bytes of host memory", what,
+                  static_cast<long long>(bytes));
     b.bytes_ = bytes;
     if (zero) std::memset(b.ptr_, 0, n);
   } else if (dev.device_type == kDLCUDA) {
