@@ -4,6 +4,10 @@
 #include <atomic>
 #include <exception>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace vattn {
 
 struct ThreadPool::Job {
@@ -16,9 +20,26 @@ struct ThreadPool::Job {
   std::exception_ptr err;
 };
 
+namespace {
+
+// Cores this process may run on: the affinity mask where the OS has one
+// (taskset, cgroups cpusets), else the hardware count.
+int usable_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+#endif
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
 ThreadPool::ThreadPool(int num_threads) {
   int n = num_threads;
-  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  if (n <= 0) n = usable_cores();
   if (n <= 0) n = 1;
   workers_.reserve(static_cast<size_t>(n - 1));
   for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });

@@ -24,8 +24,8 @@ namespace vattn {
 
 class ThreadPool {
  public:
-  // num_threads = total participants including the caller; 0 = hardware
-  // concurrency; 1 = everything runs on the caller.
+  // num_threads = total participants including the caller; 0 = the cores
+  // this process may use (affinity mask); 1 = everything runs on the caller.
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
