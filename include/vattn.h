@@ -236,7 +236,8 @@ typedef struct vattn_backend_info {
 } vattn_backend_info_t;
 
 VATTN_API size_t vattn_backend_count(void);
-/* i-th registered backend (registration order: CPU first). */
+/* i-th registered backend, in selection order: CUDA (when built with CUDA)
+ * first, then CPU, which is always present. */
 VATTN_API vattn_status_t vattn_backend_get(size_t index, const vattn_backend_t **out);
 /* Backend by case-insensitive name. VATTN_ERR_NOT_FOUND if none. */
 VATTN_API vattn_status_t vattn_backend_find(const char *name, const vattn_backend_t **out);
