@@ -443,3 +443,57 @@ TEST(KvCacheWrap, MlaAndAmbiguousLayoutUsesDefault) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(KvCacheCreate, MlaIgnoresTheLayout) {
+  vattn_kv_cache_spec_t m = spec(8, 1, 576, VATTN_DTYPE_BFLOAT16, VATTN_KV_SPEC_MLA);
+  const vattn_kv_cache_spec_t specs[2] = {m, spec(8, 2, 16, VATTN_DTYPE_BFLOAT16)};
+  Cache c;
+  vattn_kv_cache_options_t o = cpu_opts(3, VATTN_LAYOUT_HND);
+  ASSERT_VATTN_OK(vattn_kv_cache_create(&c.h, specs, nullptr, 2, &o));
+  DLTensor t = c.tensor(0);
+  ASSERT_EQ(t.ndim, 3);
+  EXPECT_EQ(t.strides[0], 8 * 576);
+  EXPECT_EQ(t.strides[1], 576);
+  EXPECT_EQ(t.strides[2], 1);
+  DLTensor a = c.tensor(1);  // the attention layer is HND: head stride = block_size * head_size
+  EXPECT_EQ(a.strides[3], 8 * 16);
+  EXPECT_EQ(a.strides[2], 16);
+}
+
+TEST(KvCacheWrap, EncoderOnlyAndFp8DsMlaLayers) {
+  vattn_kv_cache_spec_t ds = spec(4, 1, 576, VATTN_DTYPE_UINT8, VATTN_KV_SPEC_MLA);
+  ds.mla_fp8_ds = 1;
+  const vattn_kv_cache_spec_t specs[3] = {ds, spec(4, 2, 8, VATTN_DTYPE_FLOAT16, VATTN_KV_SPEC_ENCODER_ONLY),
+                                          spec(4, 2, 8, VATTN_DTYPE_FP8_E5M2)};
+  vt::HostTensor t0({6, 4, 656}, vt::dl_u8());
+  vt::HostTensor t2({2, 6, 4, 2, 8}, vt::dl_u8());
+  t0.bytes[5] = 1;
+  vt::HostTensor extra({2, 6, 4, 2, 8}, vt::dl_f16());
+  vattn_kv_cache_options_t o = cpu_opts(0);
+  {
+    const DLTensor *tp[3] = {t0.dl(), nullptr, t2.dl()};
+    Cache c;
+    ASSERT_VATTN_OK(vattn_kv_cache_create_from_tensors(&c.h, specs, nullptr, 3, tp, &o));
+    EXPECT_EQ(c.info().num_blocks, 6);
+    EXPECT_EQ(c.tensor(1).data, nullptr);
+    EXPECT_EQ(c.tensor(1).shape[1], 0);
+    EXPECT_EQ(c.tensor(0).shape[2], 656);
+  }
+  // A tensor for the encoder-only layer is refused.
+  const DLTensor *tp[3] = {t0.dl(), extra.dl(), t2.dl()};
+  vattn_kv_cache_t *h = reinterpret_cast<vattn_kv_cache_t *>(0x1);
+  EXPECT_VATTN_ERR(vattn_kv_cache_create_from_tensors(&h, specs, nullptr, 3, tp, &o), VATTN_ERR_INVALID_ARGUMENT,
+                   "ENCODER_ONLY");
+  EXPECT_EQ(h, nullptr);
+  // fp8_ds_mla needs 656-byte entries, not head_size 576.
+  vt::HostTensor wrong({6, 4, 576}, vt::dl_u8());
+  const DLTensor *tw[3] = {wrong.dl(), nullptr, t2.dl()};
+  h = reinterpret_cast<vattn_kv_cache_t *>(0x1);
+  EXPECT_VATTN_ERR(vattn_kv_cache_create_from_tensors(&h, specs, nullptr, 3, tw, &o), VATTN_ERR_INVALID_ARGUMENT,
+                   "656");
+  EXPECT_EQ(h, nullptr);
+}
+
+}  // namespace

@@ -144,6 +144,23 @@ TEST(KvCacheCuda, NoZeroFillBudgetAndWrap) {
   EXPECT_EQ(in.layout, VATTN_LAYOUT_HND);
   EXPECT_EQ(in.total_bytes, 0);
   EXPECT_EQ(w.tensor().data, t.data);
+  // A block size the default CUDA backend does not support.
+  const vattn_backend_t *cb = nullptr;
+  ASSERT_VATTN_OK(vattn_backend_find("CUDA", &cb));
+  vattn_backend_info_t bi;
+  std::memset(&bi, 0, sizeof bi);
+  bi.struct_size = sizeof bi;
+  ASSERT_VATTN_OK(vattn_backend_get_info(cb, &bi));
+  if (bi.block_size_multiple > 1) {
+    vattn_kv_cache_spec_t odd = s;
+    odd.block_size = bi.block_size_multiple + 1;
+    vattn_kv_cache_options_t oo = o;
+    oo.num_blocks = 2;
+    oo.layout = -1;
+    vattn_kv_cache_t *bad = reinterpret_cast<vattn_kv_cache_t *>(0x1);
+    EXPECT_VATTN_ERR(vattn_kv_cache_create(&bad, &odd, nullptr, 1, &oo), VATTN_ERR_UNSUPPORTED, "block_size");
+    EXPECT_EQ(bad, nullptr);
+  }
   // A device that does not exist.
   o.device_id = gpus();
   o.num_blocks = 2;
