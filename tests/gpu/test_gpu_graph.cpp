@@ -12,6 +12,8 @@ void graph_case(const ct::Config &c, std::mt19937_64 &g) {
   auto pa = ct::make_problem(c, {1, 20, 16, 1}, {96, 48, 16, 300}, g);
   auto pb = ct::make_problem(c, {5, 1, 7, 1}, {48, 96, 16, 300}, g);
   ASSERT_EQ(pa->num_blocks, pb->num_blocks);
+  pb->sinks = pa->sinks;  // the layer (made from A) carries A's parameters
+  pb->alibi = pa->alibi;
   gt::GpuObjs o;
   ASSERT_VATTN_OK(gt::make_gpu_objs(*pa, &o));
   gt::CUstream s = nullptr;
