@@ -100,3 +100,52 @@ TEST(FuzzRegression, UseCascadeAttentionHugeSizesDoNotOverflow) {
 }
 
 }  // namespace
+
+namespace {
+
+// fuzz_v0: vattn_v0_builder_build with cuda_graph_pad_size = INT64_MAX threw
+// std::length_error out of vector::insert (reported as VATTN_ERR_INTERNAL;
+// a large-but-smaller pad would have tried to allocate it), and seq_lens /
+// query_lens whose totals pass INT32_MAX overflowed the int32 prefix sums.
+TEST(FuzzRegression, V0BuildRejectsHugePadAndOverflowingTotals) {
+  if (!VATTN_HAS(vattn_v0_builder_create)) GTEST_SKIP() << "not built yet";
+  vattn_v0_builder_options_t o;
+  vattn_v0_builder_options_init(&o);
+  o.block_size = 4;
+  o.max_blocks_per_seq = 4;
+  auto add_decodes = [&](vattn_v0_builder_t *b) {
+    const int32_t table[] = {1, 2};
+    for (int i = 0; i < 2; ++i) {
+      vattn_v0_seq_t s;
+      vattn_v0_seq_init(&s);
+      s.is_prompt = 0;
+      s.seq_len = s.curr_seq_len = 6;
+      s.context_len = 5;
+      s.query_len = s.token_len = 1;
+      s.block_table = table;
+      s.block_table_len = 2;
+      ASSERT_VATTN_OK(vattn_v0_builder_add_seq(b, &s));
+    }
+  };
+  vattn_v0_builder_t *b = nullptr;
+  ASSERT_VATTN_OK(vattn_v0_builder_create(&b, &o));
+  add_decodes(b);
+  const int32_t seq_lens[] = {6, 6}, query_lens[] = {1, 1};
+  vattn_v0_metadata_t *md = reinterpret_cast<vattn_v0_metadata_t *>(&o);
+  EXPECT_VATTN_ERR(vattn_v0_builder_build(b, seq_lens, query_lens, 2, INT64_MAX, 2, &md),
+                   VATTN_ERR_INVALID_ARGUMENT, "cuda_graph_pad_size");
+  EXPECT_EQ(md, nullptr);
+  vattn_v0_builder_destroy(b);
+
+  b = nullptr;
+  ASSERT_VATTN_OK(vattn_v0_builder_create(&b, &o));
+  add_decodes(b);
+  const int32_t big_seq[] = {INT32_MAX, INT32_MAX}, big_q[] = {1, INT32_MAX};
+  md = nullptr;
+  EXPECT_VATTN_ERR(vattn_v0_builder_build(b, big_seq, big_q, 2, -1, 2, &md),
+                   VATTN_ERR_INVALID_ARGUMENT, "overflow");
+  EXPECT_EQ(md, nullptr);
+  vattn_v0_builder_destroy(b);
+}
+
+}  // namespace

@@ -89,7 +89,8 @@ vattn_status_t V0Builder::build(const int32_t *seq_lens, const int32_t *query_le
                                 int64_t cuda_graph_pad_size, int64_t batch_size, V0Metadata *out) {
   const int64_t added = num_added();
   const bool graph = cuda_graph_pad_size != -1;
-  VATTN_CHECK_ARG(cuda_graph_pad_size >= -1, "argument 'cuda_graph_pad_size' = %lld must be -1 (no CUDA graph) or >= 0",
+  VATTN_CHECK_ARG(cuda_graph_pad_size >= -1 && cuda_graph_pad_size <= kMaxTokens,
+                  "argument 'cuda_graph_pad_size' = %lld must be -1 (no CUDA graph) or in [0, 2^31]",
                   (ll)cuda_graph_pad_size);
   VATTN_CHECK_ARG(added > 0, "no sequence was added to the builder (vattn_v0_builder_add_seq)");
   if (graph) {
@@ -130,8 +131,13 @@ vattn_status_t V0Builder::build(const int32_t *seq_lens, const int32_t *query_le
   m.query_start_loc.assign(1, 0);
   m.seq_start_loc.assign(1, 0);
   for (int64_t i = 0; i < rows; ++i) {
-    m.query_start_loc.push_back(m.query_start_loc.back() + ql[i]);
-    m.seq_start_loc.push_back(m.seq_start_loc.back() + sl[i]);
+    const int64_t q_end = (int64_t)m.query_start_loc.back() + ql[i];
+    const int64_t s_end = (int64_t)m.seq_start_loc.back() + sl[i];
+    VATTN_CHECK_ARG(q_end <= INT32_MAX && s_end <= INT32_MAX,
+                    "arguments 'query_lens' / 'seq_lens': the totals up to sequence %lld overflow int32",
+                    (ll)i);
+    m.query_start_loc.push_back((int32_t)q_end);
+    m.seq_start_loc.push_back((int32_t)s_end);
   }
   m.slot_mapping = slot_mapping_;
   int64_t cols = 0;
@@ -143,6 +149,8 @@ vattn_status_t V0Builder::build(const int32_t *seq_lens, const int32_t *query_le
   }
   // [rows, cols] zero-padded (the graph table is the persistent
   // [max batch, max blocks] buffer's first batch_size rows).
+  VATTN_CHECK_ARG(rows * cols <= kMaxArrayElems,
+                  "the block table of %lld rows x %lld columns is too large", (ll)rows, (ll)cols);
   m.block_tables.assign((size_t)(rows * cols), 0);
   for (size_t i = 0; i < block_tables_.size(); ++i)
     std::copy(block_tables_[i].begin(), block_tables_[i].end(), m.block_tables.begin() + i * cols);
