@@ -380,8 +380,17 @@ def fmt_us(x):
     return "%.1f" % x if x < 1000 else "%.0f" % x
 
 
+MARKS = ["†", "‡", "§", "¶", "#", "**"]
+
+
 def table(rows, meta):
     L = []
+    notes = []
+    for r in rows:
+        for t in (r.get("torch_flash"), r.get("torch_cudnn")):
+            if t and t.get("note") and t["note"] not in notes:
+                notes.append(t["note"])
+    mark = {n: MARKS[i % len(MARKS)] for i, n in enumerate(notes)}
     mm = ("bf16 GEMM %.0f TFLOP/s (torch, 8192^3)" % meta["matrix_tflops"]) if meta.get("matrix_tflops") \
         else "no matrix rate measured"
     L.append("Device: %s | copy ceiling %.0f GB/s (%s) | %s | %s | torch %s | %d timed runs per cell "
@@ -434,7 +443,7 @@ def table(rows, meta):
             else:
                 c = "%s · %s µs" % (fmt_rate(t, kind), fmt_us(t["median_us"]))
                 if t.get("note"):
-                    c += " †"
+                    c += " " + mark[t["note"]]
                 cells.append(c)
                 best_torch = t["median_us"] if best_torch is None else min(best_torch, t["median_us"])
         cells.append("%.2f×" % (best_torch / vt) if (best_torch and vt) else "")
@@ -445,10 +454,8 @@ def table(rows, meta):
              "the CPU backend before timing. Decode GB/s counts K+V of every context token + Q + O; "
              "prefill TFLOP/s counts 4·D·H·(visible causal pairs). Speed-up = best torch median / best "
              "vattn median (eager or graph)." % "16")
-    notes = sorted({t.get("note") for r in rows for t in (r.get("torch_flash"), r.get("torch_cudnn"))
-                    if t and t.get("note")})
     for n in notes:
-        L.append("† " + n + ".")
+        L.append("%s %s." % (mark[n], n))
     return "\n".join(L) + "\n"
 
 

@@ -471,6 +471,7 @@ struct Bench {
   }
 
   void init() {
+    if (reqs.empty() || reqs.size() > (size_t(1) << 24)) die("the batch must have 1 to 2^24 requests");
     dev = DLDevice{s.cuda ? kDLCUDA : kDLCPU, 0};
     // Backend through the selector: an unsupported combination is reported here.
     vattn_backend_selector_t sel;
@@ -550,7 +551,8 @@ struct Bench {
     for (int c = 0; c < s.copies; ++c) {
       // Block table and slot mapping of this copy.
       std::vector<int32_t> table(reqs.size() * static_cast<size_t>(max_blocks), 0);
-      std::vector<int32_t> qsl(reqs.size() + 1, 0), seq_lens(reqs.size());
+      const size_t nreq = reqs.size();
+      std::vector<int32_t> qsl(nreq + 1, 0), seq_lens(nreq, 0);
       std::vector<int64_t> positions;
       positions.reserve(T);
       int64_t next = 1 + c * blocks_per_copy;  // perm[0] stays unused (a spare)
