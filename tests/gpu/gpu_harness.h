@@ -46,6 +46,7 @@ struct Driver {
   CUresult (*cuMemFreeHost)(void *);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
@@ -79,6 +80,7 @@ inline Driver &drv() {
     sym(x.cuMemFreeHost, "cuMemFreeHost");
     sym(x.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
     sym(x.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    sym(x.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     sym(x.cuStreamCreate, "cuStreamCreate");
     sym(x.cuStreamDestroy, "cuStreamDestroy_v2");
     sym(x.cuStreamSynchronize, "cuStreamSynchronize");
