@@ -11,6 +11,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -196,7 +197,7 @@ struct Batch {
         case 1: if (!seq_lens.empty()) seq_lens[in.range<size_t>(0, seq_lens.size() - 1)] = in.val<int32_t>(-2, 64); break;
         case 2: if (!block_table.empty()) block_table[in.range<size_t>(0, block_table.size() - 1)] = in.val<int32_t>(-2, 128); break;
         case 3: if (!slots.empty()) slots[in.range<size_t>(0, slots.size() - 1)] = in.val<int64_t>(-2, 4096); break;
-        case 4: d.num_actual_tokens = in.val<int64_t>(0, d.num_actual_tokens + 2); break;
+        case 4: d.num_actual_tokens = in.val<int64_t>(0, std::min<int64_t>(std::max<int64_t>(d.num_actual_tokens, 0), 1 << 20) + 2); break;
         case 5: d.max_query_len = in.val<int32_t>(-1, 64); break;
         case 6: d.max_seq_len = in.val<int32_t>(-1, 64); break;
         case 7: d.block_size = in.val<int32_t>(0, 32); break;

@@ -14,7 +14,7 @@ void builder(fz::In &in) {
   o.sliding_window = in.range<int>(0, 3) ? 0 : in.val<int32_t>(0, 32);
   o.chunked_prefill_enabled = in.val<int32_t>(0, 1);
   o.num_cache_blocks = in.range<int>(0, 3) ? 0 : in.val<int64_t>(0, 64);
-  o.max_blocks_per_seq = in.val<int32_t>(1, 16);
+  o.max_blocks_per_seq = in.range<int32_t>(-1, 16);  // a size request: kept small
   if (in.range<int>(0, 31) == 0) o.struct_size = in.struct_size(sizeof o);
   vattn_v0_builder_t *b = nullptr;
   vattn_status_t st = vattn_v0_builder_create(&b, in.range<int>(0, 15) ? &o : nullptr);
@@ -55,8 +55,13 @@ void builder(fz::In &in) {
   if (in.range<int>(0, 7) == 0) n = in.range<int64_t>(INT64_MIN, -1);
   seq_lens.push_back(0);
   query_lens.push_back(0);
-  st = vattn_v0_builder_build(b, seq_lens.data(), query_lens.data(), n, in.val<int64_t>(0, 8),
-                              in.val<int64_t>(-1, 16), &md);
+  // batch_size / pad are size requests: small, or hostile values the builder must refuse.
+  auto small_or_hostile = [&](int64_t lo, int64_t hi) {
+    return in.range<int>(0, 15) ? in.range<int64_t>(lo, hi)
+                                : in.pick<int64_t>({INT64_MAX, INT64_MIN, -2, (INT64_C(1) << 31) + 1});
+  };
+  st = vattn_v0_builder_build(b, seq_lens.data(), query_lens.data(), n, small_or_hostile(-1, 8),
+                              small_or_hostile(-1, 16), &md);
   fz::check_status(st);
   FZ_REQUIRE((st == VATTN_OK) == (md != nullptr));
   if (md) {
@@ -83,7 +88,8 @@ void builder(fz::In &in) {
     // Graph state replay of this batch.
     if (VATTN_HAS(vattn_graph_state_create)) {
       vattn_graph_state_t *gs = nullptr;
-      st = vattn_graph_state_create(&gs, in.val<int64_t>(1, 8), in.val<int32_t>(1, 16),
+      // Buffer sizes are a request: keep them small (negative / zero still fuzzed).
+      st = vattn_graph_state_create(&gs, in.range<int64_t>(-1, 8), in.range<int32_t>(-1, 16),
                                     in.val<int32_t>(1, 64));
       fz::check_status(st);
       if (gs) {
