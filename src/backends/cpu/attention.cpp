@@ -11,6 +11,9 @@
 #include "backends/cpu/attention.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <limits>
 
@@ -55,12 +58,46 @@ Scratch &Scratch::local() {
   return s;
 }
 
+namespace {
+
+// -1 = decide from the CPU (and VATTN_CPU_KERNEL=baseline), 0 / 1 = forced.
+std::atomic<int> g_kernel_override{-1};
+
+bool use_avx2() {
+#if VATTN_CPU_X86_DISPATCH
+  const int o = g_kernel_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1 && kernel_avx2_available();
+  static const bool pick = [] {
+    const char *env = std::getenv("VATTN_CPU_KERNEL");
+    if (env && std::strcmp(env, "baseline") == 0) return false;
+    return kernel_avx2_available();
+  }();
+  return pick;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool kernel_avx2_available() {
+#if VATTN_CPU_X86_DISPATCH
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+#else
+  return false;
+#endif
+}
+
+void force_kernel(int which) { g_kernel_override.store(which < 0 ? -1 : (which ? 1 : 0)); }
+
+const char *kernel_name() { return use_avx2() ? "avx2" : "baseline"; }
+
 void attend_tile(const KvView &kv, const MaskRule &mask, const TileQuery &tq, int64_t D,
                  Scratch &scr, float *acc, float *m, float *l) {
 #if VATTN_CPU_X86_DISPATCH
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
-  if (avx2) return k_avx2::attend_tile_impl(kv, mask, tq, D, scr, acc, m, l);
+  if (use_avx2()) return k_avx2::attend_tile_impl(kv, mask, tq, D, scr, acc, m, l);
 #endif
   k_base::attend_tile_impl(kv, mask, tq, D, scr, acc, m, l);
 }

@@ -74,6 +74,14 @@ struct Scratch {
 void attend_tile(const KvView &kv, const MaskRule &mask, const TileQuery &tq, int64_t D,
                  Scratch &scr, float *acc, float *m, float *l);
 
+// Which build of attend_tile runs: the AVX2 + FMA + F16C one when the CPU
+// has them (unless the environment sets VATTN_CPU_KERNEL=baseline), else
+// the baseline one.  force_kernel(0 / 1) pins one for tests (1 only takes
+// effect where available), force_kernel(-1) restores the automatic choice.
+bool kernel_avx2_available();
+void force_kernel(int which);
+const char *kernel_name();
+
 // Turns a row's state into its normalized output o[D] and returns its LSE
 // (natural log of the denominator, sink included).  No visible key and no
 // sink: o = 0, LSE = -inf.
