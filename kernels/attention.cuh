@@ -296,8 +296,8 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
       }
     } else {
       for (int k0 = kstart; k0 < kend; k0 += BN) {
+        // fp8: 16-byte loads, exact conversion to T, shared stores.
         __syncthreads();  // previous tile consumed
-                          // fp8: 16-byte loads, exact conversion to T, shared stores
         for (int c = tid; c < BN * (HS / 16); c += S::kThreads) {
           const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
           const int j = k0 + kr;
