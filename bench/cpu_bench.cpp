@@ -29,10 +29,11 @@
 namespace {
 
 struct Buf {
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape, strides;
   std::vector<unsigned char> bytes;
   DLTensor t{};
-  Buf(std::vector<int64_t> s, DLDataType dt) : shape(std::move(s)) {
+  Buf(std::vector<int64_t> s, DLDataType dt, std::vector<int64_t> st = {})
+      : shape(std::move(s)), strides(std::move(st)) {
     int64_t n = 1;
     for (auto x : shape) n *= x;
     bytes.resize(static_cast<size_t>(n) * dt.bits / 8);
@@ -41,6 +42,7 @@ struct Buf {
     t.ndim = static_cast<int32_t>(shape.size());
     t.dtype = dt;
     t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
   }
   void fill_random(std::mt19937 &g) {
     // bf16 / f16 / f32 bit patterns of values in about [-1, 1].
@@ -76,12 +78,15 @@ struct Setup {
 // B requests of q_len new tokens after ctx cached ones (K/V already cached:
 // the forward reads the cache, as a decode step does after its write).
 std::unique_ptr<Setup> make(int B, int ctx, int q_len, int H, int KVH, int D, DLDataType dt,
-                            int32_t vdt, int threads) {
+                            int32_t vdt, int threads, bool hnd = false) {
   auto s = std::make_unique<Setup>();
   std::mt19937 g(1234);
   const int bs = 16, seq = ctx + q_len, per = (seq + bs - 1) / bs;
   const int64_t nb = int64_t(B) * per + 1;
-  s->cache = std::make_unique<Buf>(std::vector<int64_t>{2, nb, bs, KVH, D}, dt);
+  // NHD: compact (2, nb, bs, H, D); HND: physical (2, nb, H, bs, D).
+  std::vector<int64_t> st;
+  if (hnd) st = {nb * KVH * bs * D, int64_t(KVH) * bs * D, D, int64_t(bs) * D, 1};
+  s->cache = std::make_unique<Buf>(std::vector<int64_t>{2, nb, bs, KVH, D}, dt, st);
   s->cache->fill_random(g);
   std::vector<int32_t> ids(static_cast<size_t>(nb - 1));
   std::iota(ids.begin(), ids.end(), 1);
@@ -166,9 +171,10 @@ const DLDataType kBf16{kDLBfloat, 16, 1}, kF16{kDLFloat, 16, 1}, kF32{kDLFloat, 
 
 void BM_Decode(benchmark::State &st) {
   const int B = int(st.range(0)), ctx = int(st.range(1)), dtc = int(st.range(2));
+  const bool hnd = st.range(3) != 0;
   const DLDataType dt = dtc == 0 ? kBf16 : dtc == 1 ? kF16 : kF32;
   const int32_t vdt = dtc == 0 ? VATTN_DTYPE_BFLOAT16 : dtc == 1 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_FLOAT32;
-  auto s = make(B, ctx, 1, 32, 8, 128, dt, vdt, bench_threads());
+  auto s = make(B, ctx, 1, 32, 8, 128, dt, vdt, bench_threads(), hnd);
   run(st, s.get());
   if (s) st.counters["bytes/s"] = benchmark::Counter(s->kv_bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -211,8 +217,11 @@ void BM_Memcpy(benchmark::State &st) {
 }  // namespace
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
-// Decode: (requests, context, dtype 0=bf16 1=f16 2=f32), 32 q heads / 8 kv heads / D 128.
-BENCHMARK(BM_Decode)->Args({8, 2048, 0})->Args({32, 1024, 0})->Args({8, 2048, 1})->Args({8, 2048, 2})
+// Decode: (requests, context, dtype 0=bf16 1=f16 2=f32, layout 0=NHD 1=HND),
+// 32 q heads / 8 kv heads / D 128.
+BENCHMARK(BM_Decode)
+    ->Args({8, 2048, 0, 0})->Args({8, 2048, 0, 1})->Args({32, 1024, 0, 0})
+    ->Args({8, 2048, 1, 0})->Args({8, 2048, 2, 0})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 // Prefill: (requests, tokens, head_size), bf16, causal.
 BENCHMARK(BM_Prefill)->Args({1, 512, 128})->Args({4, 256, 64})->Unit(benchmark::kMillisecond)->UseRealTime();

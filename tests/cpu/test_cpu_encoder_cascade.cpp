@@ -148,3 +148,32 @@ TEST(CpuCascade, BuildRejectsBadPrefix) {
 }
 
 }  // namespace
+
+namespace {
+
+// One thread: every work item covers all KV heads (the head-sweep path).
+TEST(CpuWholeRequestItems, CascadeEncoderDecoderOnOneThread) {
+  std::mt19937_64 g(vt::test_seed());
+  ct::Config c;
+  c.num_threads = 1;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.common_prefix_len = 32;
+  c.sinks = true;
+  ct::run_case(c, {1, 3, 1, 9, 1}, {200, 90, 150, 64, 33}, g);
+  ct::Config e;
+  e.num_threads = 1;
+  e.num_kv_heads = 4;
+  e.attn_type = VATTN_ATTN_ENCODER_ONLY;
+  e.sliding_window = 40;
+  ct::run_case(e, {150, 7, 90, 1}, {}, g);
+  ct::Config d;
+  d.num_threads = 1;
+  d.num_kv_heads = 4;
+  d.alibi = true;
+  d.layout = VATTN_LAYOUT_HND;
+  d.dtype = VATTN_DTYPE_BFLOAT16;
+  ct::run_case(d, {1, 1, 1, 1, 1, 1}, {300, 129, 64, 65, 1, 17}, g);
+}
+
+}  // namespace

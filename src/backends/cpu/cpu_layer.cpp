@@ -18,6 +18,7 @@
 // pairs are merged as merge_attn_states does.
 #include "backends/cpu/cpu_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -81,116 +82,135 @@ struct Ctx {
   int64_t win_left = -1, win_right = -1;
 };
 
-// One (tile, KV head) work item.
-void run_item(const Ctx &c, const Tile &tile, int64_t g) {
+// Keys per step when one item covers several KV heads: every head of the
+// item advances through the same 64 keys before the next 64, so the item
+// sweeps whole cache blocks (all heads of a token are adjacent in NHD).
+constexpr int64_t kHeadSweepKeys = 64;
+
+// One work item: a tile of query tokens for KV heads [g0, g0 + ng).
+void run_item(const Ctx &c, const Tile &tile, int64_t g0, int64_t ng) {
   const LayerParams &p = *c.p;
   const Metadata &md = c.plan->md;
   const int64_t D = p.head_size, qpkv = p.queries_per_kv();
-  const int64_t r = tile.req, nt = tile.tok_count, nq = nt * qpkv;
+  const int64_t r = tile.req, nt = tile.tok_count, nq = nt * qpkv, rows = ng * nq;
   const int64_t q_len = md.query_len(r);
   const int64_t row0 = md.query_start_loc[r] + tile.tok_begin;  // first query row
   const int64_t kv_len = c.sum->dense_kv ? q_len : md.seq_lens[r];
+  const bool cascade = c.sum->cascade;
 
   Scratch &scr = Scratch::local();
   auto grow = [](std::vector<float> &v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
-  grow(scr.q, nq * D);
-  grow(scr.acc, nq * D);
-  grow(scr.m, nq);
-  grow(scr.l, nq);
+  grow(scr.q, rows * D);
+  grow(scr.acc, rows * D);
+  grow(scr.m, rows);
+  grow(scr.l, rows);
   grow(scr.o1, D);
-
-  // Queries, pre-scaled.
-  for (int64_t t = 0; t < nt; ++t)
-    for (int64_t hq = 0; hq < qpkv; ++hq)
-      load_row(c.q.at(row0 + t, g * qpkv + hq), c.q.s2, D, c.q.kind, p.scale,
-               scr.q.data() + (t * qpkv + hq) * D);
-
-  TileQuery tq;
-  tq.q = scr.q.data();
-  tq.num_tokens = nt;
-  tq.qpkv = static_cast<int32_t>(qpkv);
-  tq.pos0 = kv_len - q_len + tile.tok_begin;
-  tq.alibi = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data() + g * qpkv;
-  tq.soft_cap = p.logits_soft_cap;
-
-  KvView kv;
-  kv.kind = c.kv_kind;
-  kv.k = c.k;
-  kv.v = c.v;
-  const int64_t es = static_cast<int64_t>(elem_bytes(c.kv_kind));
-  kv.k.base += g * c.k_s_head * es;
-  kv.v.base += g * c.v_s_head * es;
-  if (c.sum->dense_kv) {
-    // The request's own rows start at its first query row.
-    kv.k.base += md.query_start_loc[r] * c.k.s_tok * es;
-    kv.v.base += md.query_start_loc[r] * c.v.s_tok * es;
-  } else {
-    kv.block_row = md.block_row(r);
-    kv.block_size = c.plan->block_size;
+  if (cascade) {
+    grow(scr.acc2, rows * D);
+    grow(scr.m2, rows);
+    grow(scr.l2, rows);
+    grow(scr.o2, D);
   }
 
-  auto reset = [&](float *acc, float *m, float *l) {
-    for (int64_t i = 0; i < nq * D; ++i) acc[i] = 0.f;
-    for (int64_t i = 0; i < nq; ++i) {
+  // Queries, pre-scaled: head gi's rows start at gi * nq.
+  for (int64_t gi = 0; gi < ng; ++gi)
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t hq = 0; hq < qpkv; ++hq)
+        load_row(c.q.at(row0 + t, (g0 + gi) * qpkv + hq), c.q.s2, D, c.q.kind, p.scale,
+                 scr.q.data() + (gi * nq + t * qpkv + hq) * D);
+
+  const int64_t es = static_cast<int64_t>(elem_bytes(c.kv_kind));
+  auto view = [&](int64_t g, const int32_t *block_row) {
+    KvView kv;
+    kv.kind = c.kv_kind;
+    kv.k = c.k;
+    kv.v = c.v;
+    kv.k.base += g * c.k_s_head * es;
+    kv.v.base += g * c.v_s_head * es;
+    if (c.sum->dense_kv) {
+      // The request's own rows start at its first query row.
+      kv.k.base += md.query_start_loc[r] * c.k.s_tok * es;
+      kv.v.base += md.query_start_loc[r] * c.v.s_tok * es;
+    } else {
+      kv.block_row = block_row;
+      kv.block_size = c.plan->block_size;
+    }
+    return kv;
+  };
+  auto query = [&](int64_t gi) {
+    TileQuery tq;
+    tq.q = scr.q.data() + gi * nq * D;
+    tq.num_tokens = nt;
+    tq.qpkv = static_cast<int32_t>(qpkv);
+    tq.pos0 = kv_len - q_len + tile.tok_begin;
+    tq.alibi = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data() + (g0 + gi) * qpkv;
+    tq.soft_cap = p.logits_soft_cap;
+    return tq;
+  };
+  // One attention pass over keys [mr.kv_begin, mr.kv_end) into (acc, m, l).
+  auto pass = [&](const MaskRule &mr, const int32_t *block_row, float *acc, float *m, float *l) {
+    for (int64_t i = 0; i < rows * D; ++i) acc[i] = 0.f;
+    for (int64_t i = 0; i < rows; ++i) {
       m[i] = kNegInf;
       l[i] = 0.f;
     }
+    const int64_t step = ng > 1 ? kHeadSweepKeys : std::max<int64_t>(1, mr.kv_end - mr.kv_begin);
+    for (int64_t a = mr.kv_begin; a < mr.kv_end; a += step) {
+      MaskRule sub = mr;
+      sub.kv_begin = a;
+      sub.kv_end = std::min(mr.kv_end, a + step);
+      for (int64_t gi = 0; gi < ng; ++gi)
+        attend_tile(view(g0 + gi, block_row), sub, query(gi), D, scr, acc + gi * nq * D,
+                    m + gi * nq, l + gi * nq);
+    }
   };
+
   const bool has_sink = !p.sinks.empty();
-  auto emit = [&](int64_t rr, const float *o, float lse_v) {
-    const int64_t t = rr / qpkv, h = g * qpkv + rr % qpkv;
+  auto head_of = [&](int64_t row) { return (g0 + row / nq) * qpkv + (row % nq) % qpkv; };
+  auto emit = [&](int64_t row, const float *o, float lse_v) {
+    const int64_t t = (row % nq) / qpkv, h = head_of(row);
     store_row(o, D, c.out.kind, 1.f, c.out.at(row0 + t, h), c.out.s2);
     c.lse.set(h, row0 + t, lse_v);
   };
 
-  if (!c.sum->cascade) {
+  if (!cascade) {
     MaskRule mr;
     mr.kv_begin = 0;
     mr.kv_end = kv_len;
     mr.causal = c.sum->causal;
     mr.win_left = c.win_left;
     mr.win_right = c.win_right;
-    reset(scr.acc.data(), scr.m.data(), scr.l.data());
-    attend_tile(kv, mr, tq, D, scr, scr.acc.data(), scr.m.data(), scr.l.data());
-    for (int64_t rr = 0; rr < nq; ++rr) {
-      const int64_t h = g * qpkv + rr % qpkv;
-      const float lse_v = finalize_row(scr.acc.data() + rr * D, scr.m[rr], scr.l[rr], has_sink,
+    pass(mr, md.block_row(r), scr.acc.data(), scr.m.data(), scr.l.data());
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t h = head_of(row);
+      const float lse_v = finalize_row(scr.acc.data() + row * D, scr.m[row], scr.l[row], has_sink,
                                        has_sink ? p.sinks[h] : 0.f, D, scr.o1.data());
-      emit(rr, scr.o1.data(), lse_v);
+      emit(row, scr.o1.data(), lse_v);
     }
     return;
   }
 
   // Cascade: prefix pass (request 0's row, non-causal, sink) then suffix pass.
-  const int64_t P = c.plan->common_prefix_len;
-  grow(scr.acc2, nq * D);
-  grow(scr.m2, nq);
-  grow(scr.l2, nq);
-  grow(scr.o2, D);
-  KvView kv_prefix = kv;
-  kv_prefix.block_row = md.block_row(0);
   MaskRule pre;
   pre.kv_begin = 0;
-  pre.kv_end = P;
+  pre.kv_end = c.plan->common_prefix_len;
   pre.causal = false;
-  reset(scr.acc.data(), scr.m.data(), scr.l.data());
-  attend_tile(kv_prefix, pre, tq, D, scr, scr.acc.data(), scr.m.data(), scr.l.data());
+  pass(pre, md.block_row(0), scr.acc.data(), scr.m.data(), scr.l.data());
   MaskRule suf;
-  suf.kv_begin = P;
+  suf.kv_begin = c.plan->common_prefix_len;
   suf.kv_end = kv_len;
   suf.causal = true;
-  reset(scr.acc2.data(), scr.m2.data(), scr.l2.data());
-  attend_tile(kv, suf, tq, D, scr, scr.acc2.data(), scr.m2.data(), scr.l2.data());
-  for (int64_t rr = 0; rr < nq; ++rr) {
-    const int64_t h = g * qpkv + rr % qpkv;
-    const float lse1 = finalize_row(scr.acc.data() + rr * D, scr.m[rr], scr.l[rr], has_sink,
+  pass(suf, md.block_row(r), scr.acc2.data(), scr.m2.data(), scr.l2.data());
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t h = head_of(row);
+    const float lse1 = finalize_row(scr.acc.data() + row * D, scr.m[row], scr.l[row], has_sink,
                                     has_sink ? p.sinks[h] : 0.f, D, scr.o1.data());
-    const float lse2 = finalize_row(scr.acc2.data() + rr * D, scr.m2[rr], scr.l2[rr], false, 0.f,
-                                    D, scr.o2.data());
+    const float lse2 = finalize_row(scr.acc2.data() + row * D, scr.m2[row], scr.l2[row], false,
+                                    0.f, D, scr.o2.data());
     const float lse_v = merge_row(scr.o1.data(), lse1, scr.o2.data(), lse2, D, scr.o1.data());
-    emit(rr, scr.o1.data(), lse_v);
+    emit(row, scr.o1.data(), lse_v);
   }
 }
 
@@ -235,10 +255,18 @@ vattn_status_t CpuLayer::forward(const PlanImpl &plan_base, const vattn_forward_
     c.win_right = p_.attn_type == VATTN_ATTN_ENCODER_ONLY ? p_.sliding_window - 1 : 0;
   }
 
+  // Items: tiles x groups of KV heads.  Whole-request items read the cache
+  // most sequentially; groups are halved until there are about four items
+  // per thread (a single long decode still spreads over every thread).
   const int64_t kvh = p_.num_kv_heads;
   const std::vector<Tile> &tiles = plan->tiles;
-  pool.parallel_for(static_cast<int64_t>(tiles.size()) * kvh,
-                    [&](int64_t i) { run_item(c, tiles[i / kvh], i % kvh); });
+  const int64_t ntiles = static_cast<int64_t>(tiles.size());
+  int64_t per = kvh;
+  while (per > 1 && per % 2 == 0 && ntiles * (kvh / per) < 4 * pool.size()) per /= 2;
+  const int64_t groups = kvh / per;
+  pool.parallel_for(ntiles * groups, [&](int64_t i) {
+    run_item(c, tiles[i / groups], (i % groups) * per, per);
+  });
 
   // Padding rows [real, num_actual_tokens): zeros and -inf LSE.
   for (int64_t t = sum.num_real_tokens; t < sum.num_tokens; ++t)
