@@ -1,6 +1,13 @@
 // thread_pool.cpp -- see thread_pool.h.
+//
+// Lifetime of a job: the caller pushes a pointer to its stack Job, works on
+// it, then waits (under mu_) until every index is done and no worker is
+// still inside it (`users`), and removes it from the queue before
+// returning.  Workers only touch a job they found in the queue under mu_
+// and registered in `users`, so they never see a dead job.
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 
@@ -11,12 +18,13 @@
 namespace vattn {
 
 struct ThreadPool::Job {
-  const std::function<void(int64_t)> *fn = nullptr;
+  void *obj = nullptr;
+  Call call = nullptr;
   int64_t n = 0;
   std::atomic<int64_t> next{0};  // next index to hand out
   std::atomic<int64_t> done{0};  // indices finished
-  std::mutex mu;                 // guards err and the completion wait
-  std::condition_variable cv;
+  int users = 0;                 // workers inside run_indices (guarded by the pool's mu_)
+  std::mutex err_mu;
   std::exception_ptr err;
 };
 
@@ -41,6 +49,7 @@ ThreadPool::ThreadPool(int num_threads) {
   int n = num_threads;
   if (n <= 0) n = usable_cores();
   if (n <= 0) n = 1;
+  queue_.reserve(64);
   workers_.reserve(static_cast<size_t>(n - 1));
   for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -50,7 +59,7 @@ ThreadPool::~ThreadPool() {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
   for (auto &t : workers_) t.join();
 }
 
@@ -64,71 +73,62 @@ const ThreadPool &ThreadPool::global() {
 // Claims and runs indices until the job is exhausted.
 void ThreadPool::run_indices(Job &job) {
   for (;;) {
-    int64_t i = job.next.fetch_add(1, std::memory_order_relaxed);
+    const int64_t i = job.next.fetch_add(1, std::memory_order_relaxed);
     if (i >= job.n) return;
     try {
-      (*job.fn)(i);
+      job.call(job.obj, i);
     } catch (...) {
-      std::lock_guard<std::mutex> lk(job.mu);
+      std::lock_guard<std::mutex> lk(job.err_mu);
       if (!job.err) job.err = std::current_exception();
     }
-    if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.n) {
-      std::lock_guard<std::mutex> lk(job.mu);
-      job.cv.notify_all();
-    }
+    job.done.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
 void ThreadPool::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    std::shared_ptr<Job> job;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      job = queue_.front();
-      // Every index of this job is (about to be) claimed: later arrivals
-      // should look at the next job.
-      if (job->next.load(std::memory_order_relaxed) >= job->n) {
-        queue_.pop_front();
-        continue;
-      }
+    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Job *job = queue_.front();
+    if (job->next.load(std::memory_order_relaxed) >= job->n) {
+      // Every index is claimed: later arrivals look at the next job.
+      queue_.erase(queue_.begin());
+      continue;
     }
+    ++job->users;
+    lk.unlock();
     run_indices(*job);
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!queue_.empty() && queue_.front() == job) queue_.pop_front();
+    lk.lock();
+    if (--job->users == 0) done_cv_.notify_all();
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)> &fn) const {
+void ThreadPool::run(int64_t n, void *obj, Call call) const {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
-    for (int64_t i = 0; i < n; ++i) fn(i);
+    for (int64_t i = 0; i < n; ++i) call(obj, i);
     return;
   }
-  auto job = std::make_shared<Job>();
-  job->fn = &fn;
-  job->n = n;
+  Job job;
+  job.obj = obj;
+  job.call = call;
+  job.n = n;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    queue_.push_back(job);
+    queue_.push_back(&job);
   }
-  cv_.notify_all();
-  run_indices(*job);
+  work_cv_.notify_all();
+  run_indices(job);
   {
-    std::unique_lock<std::mutex> lk(job->mu);
-    job->cv.wait(lk, [&] { return job->done.load(std::memory_order_acquire) == job->n; });
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] {
+      return job.users == 0 && job.done.load(std::memory_order_acquire) == job.n;
+    });
+    auto it = std::find(queue_.begin(), queue_.end(), &job);
+    if (it != queue_.end()) queue_.erase(it);
   }
-  {
-    // Drop the job if no worker did (it may still sit in the queue).
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto it = queue_.begin(); it != queue_.end(); ++it)
-      if (*it == job) {
-        queue_.erase(it);
-        break;
-      }
-  }
-  if (job->err) std::rethrow_exception(job->err);
+  if (job.err) std::rethrow_exception(job.err);
 }
 
 }  // namespace vattn
