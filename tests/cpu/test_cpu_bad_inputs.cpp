@@ -68,6 +68,19 @@ TEST(CpuBadInputs, QueryOutputLse) {
   DLTensor mis = *p->q.dl();
   mis.byte_offset = 2;
   expect_rejected(*p, VATTN_ERR_INVALID_ARGUMENT, "args.query", [&](auto &a) { a.query = &mis; });
+  // Sizes whose element count or byte span overflows int64.
+  int64_t huge[3] = {INT64_C(1) << 60, H, D};
+  DLTensor big = *p->q.dl();
+  big.shape = huge;
+  expect_rejected(*p, VATTN_ERR_INVALID_ARGUMENT, "args.query", [&](auto &a) { a.query = &big; });
+  int64_t huge_strides[3] = {INT64_C(1) << 62, D, 1};
+  DLTensor far = *p->out.dl();
+  far.strides = huge_strides;
+  expect_rejected(*p, VATTN_ERR_INVALID_ARGUMENT, "args.output", [&](auto &a) { a.output = &far; });
+  // A NULL data pointer on a non-empty tensor.
+  DLTensor nodata = *p->q.dl();
+  nodata.data = nullptr;
+  expect_rejected(*p, VATTN_ERR_INVALID_ARGUMENT, "args.query", [&](auto &a) { a.query = &nodata; });
 }
 
 TEST(CpuBadInputs, CacheAndKeyValue) {
