@@ -155,7 +155,7 @@ void forward(fz::In &in) {
     FZ_REQUIRE(vattn_metadata_describe(md, &d) == VATTN_OK);
     int32_t H = std::max(1, std::min(lo.num_heads, 8)), D = std::max(1, std::min(lo.head_size, 64));
     int32_t KH = std::max(1, std::min(bo.num_kv_heads, 8));
-    int64_t T = d.num_actual_tokens + (in.range<int>(0, 7) ? 0 : in.val<int64_t>(-1, 1));
+    int64_t T = std::min<int64_t>(std::max<int64_t>(d.num_actual_tokens, 0), 128) + (in.range<int>(0, 7) ? 0 : in.range<int64_t>(-1, 1));
     T = std::max<int64_t>(0, std::min<int64_t>(T, 128));
     DLDataType dt = dl_of(lo.dtype);
     int64_t nb = in.range<int>(0, 7) ? b.num_cache_blocks : in.val<int64_t>(0, 96);
