@@ -3,6 +3,7 @@
 // the cache shape and stride orders (src/kv_cache never sees a backend),
 // and hands over to vattn::KvCache.
 #include <cstring>
+#include <new>
 #include <memory>
 #include <vector>
 
@@ -32,7 +33,11 @@ const vattn_backend_t *default_backend(int32_t device_type) {
   const vattn::Backend *want = vattn::backend_for_device(device_type);
   for (size_t i = 0; want && i < vattn_backend_count(); ++i) {
     const vattn_backend_t *h = nullptr;
-    if (vattn_backend_get(i, &h) == VATTN_OK && h->impl == want) return h;
+    vattn_status_t st = vattn_backend_get(i, &h);
+    // Out of memory building the handle table is not "no backend": let the
+    // guard report it (found by tests/reliability AllocFailure.KvCacheCreate).
+    if (st == VATTN_ERR_OUT_OF_MEMORY) throw std::bad_alloc();
+    if (st == VATTN_OK && h->impl == want) return h;
   }
   return nullptr;
 }
