@@ -68,8 +68,10 @@ vattn_status_t CpuBuilder::build(PlanImpl &plan_base, int64_t common_prefix_len,
   std::stable_sort(tiles.begin(), tiles.end(),
                    [](const Tile &a, const Tile &b) { return a.cost > b.cost; });
 
-  // Validated: commit everything at once.
-  plan->md = md;
+  // Validated: commit everything at once.  Copy first: an allocation
+  // failure in the copy must leave the plan as it was (tests/reliability).
+  Metadata md_copy = md;
+  plan->md = std::move(md_copy);
   plan->tiles.swap(tiles);
   plan->common_prefix_len = common_prefix_len;
   plan->built = true;
