@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
         const int64_t tok = rq.q_start + lr / G;
         const int h = kvh * G + lr % G;
         val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
-                                               static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
+                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
       }
       *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
     }
@@ -148,19 +148,74 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
     for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const bool warp_active = warp * 16 < it.num_rows;
-    // Start of key j's row (this KV head) in the paged cache or the dense
-    // key/value tensor.
-    auto kv_row = [&](const KVT *base, int64_t sb, int64_t st, int64_t sh, const int j) {
-      if (p.paged) {
-        const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
-        return base + blk * sb + static_cast<int64_t>(j % p.block_size) * st + kvh * sh;
-      }
-      return base + (static_cast<int64_t>(rq.kv_start) + j) * st + kvh * sh;
-    };
 
-    float s[NF][4];
-    // Score tile S = Q K^T for keys [k0, k0 + BN) (16 rows x BN per warp).
-    auto qk = [&]() {
+    for (int k0 = kstart; k0 < kend; k0 += BN) {
+      __syncthreads();  // previous tile consumed
+      // ---- K, V tiles
+      if constexpr (CACHE == kCacheAuto) {
+        for (int c = tid; c < BN * (HS / 8); c += S::kThreads) {
+          const int kr = c / (HS / 8), ch = c - kr * (HS / 8);
+          const int j = k0 + kr;
+          const bool ok = j < kend;
+          const KVT *ks = kbase, *vs = vbase;
+          if (ok) {
+            if (p.paged) {
+              const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
+              const int64_t off = j % p.block_size;
+              ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * 8;
+              vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * 8;
+            } else {
+              const int64_t tk = rq.kv_start + j;
+              ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * 8;
+              vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * 8;
+            }
+          }
+          cp_async_16(sK + kr * SROW + ch * 8, ks, ok);
+          cp_async_16(sV + kr * SROW + ch * 8, vs, ok);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+      } else {
+        for (int c = tid; c < BN * (HS / 16); c += S::kThreads) {
+          const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
+          const int j = k0 + kr;
+          uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
+          if (j < kend) {
+            const KVT *ks, *vs;
+            if (p.paged) {
+              const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
+              const int64_t off = j % p.block_size;
+              ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * 16;
+              vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * 16;
+            } else {
+              const int64_t tk = rq.kv_start + j;
+              ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * 16;
+              vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * 16;
+            }
+            kraw = *reinterpret_cast<const uint4 *>(ks);
+            vraw = *reinterpret_cast<const uint4 *>(vs);
+          }
+          const uint8_t *kb = reinterpret_cast<const uint8_t *>(&kraw);
+          const uint8_t *vb = reinterpret_cast<const uint8_t *>(&vraw);
+          uint32_t kw[8], vw[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            kw[e] = Elem<T>::pack2(fp8_decode<CACHE>(kb[2 * e]), fp8_decode<CACHE>(kb[2 * e + 1]));
+            vw[e] = Elem<T>::pack2(fp8_decode<CACHE>(vb[2 * e]), fp8_decode<CACHE>(vb[2 * e + 1]));
+          }
+          uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
+          uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);
+          kd[0] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+          kd[1] = make_uint4(kw[4], kw[5], kw[6], kw[7]);
+          vd[0] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+          vd[1] = make_uint4(vw[4], vw[5], vw[6], vw[7]);
+        }
+      }
+      __syncthreads();
+      if (!warp_active) continue;
+
+      // ---- S = Q K^T  (16 rows x BN keys per warp)
+      float s[NF][4];
 #pragma unroll
       for (int f = 0; f < NF; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
 #pragma unroll
@@ -176,9 +231,8 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
           mma_16816<T>(s[2 * f2 + 1], a, b[2], b[3]);
         }
       }
-    };
-    // Masked online softmax of S and O += P V for keys [k0, k0 + BN).
-    auto softmax_pv = [&](const int k0) {
+
+      // ---- scores -> base-2 logits with masks; online softmax
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int f = 0; f < NF; ++f) {
@@ -188,8 +242,7 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
           const int j = k0 + f * 8 + 2 * tq + (e & 1);
           float x = s[f][e] * score_scale;
           if (use_softcap) x = p.softcap * tanhf(x / p.softcap);
-          x -= slope[i] *
-               fabsf(static_cast<float>(j - qpos[i]));  // = slope * (j - qpos) for causal keys
+          x -= slope[i] * fabsf(static_cast<float>(j - qpos[i]));  // = slope * (j - qpos) for causal keys
           bool vis = rvalid[i] && j < kend;
           if (causal) vis = vis && j <= qpos[i];
           if (p.window_left >= 0) vis = vis && qpos[i] - j <= p.window_left;
@@ -247,87 +300,6 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
           mma_16816<T>(o[2 * d2 + 1], a, b[2], b[3]);
         }
       }
-    };
-
-    if constexpr (CACHE == kCacheAuto) {
-      // Two-stage cp.async pipeline without extra shared memory: K of the
-      // next tile streams in while this tile's softmax and P.V run, V of the
-      // next tile while its scores are computed.  Commit groups stay in the
-      // order K(t), V(t), K(t+1), V(t+1), so wait_group<1> = "all but the
-      // newest group landed".
-      // 16-byte cp.async per (key, 8-element chunk); keys past kend are
-      // zero-filled.
-      auto issue = [&](T *dst, const KVT *base, int64_t sb, int64_t st, int64_t sh, const int k0) {
-        for (int c = tid; c < BN * (HS / 8); c += S::kThreads) {
-          const int kr = c / (HS / 8), ch = c - kr * (HS / 8);
-          const int j = k0 + kr;
-          const bool ok = j < kend;
-          cp_async_16(dst + kr * SROW + ch * 8, ok ? kv_row(base, sb, st, sh, j) + ch * 8 : base,
-                      ok);
-        }
-        cp_async_commit();
-      };
-      auto issue_k = [&](const int k0) {
-        issue(sK, kbase, p.k_stride_block, p.k_stride_tok, p.k_stride_head, k0);
-      };
-      auto issue_v = [&](const int k0) {
-        issue(sV, vbase, p.v_stride_block, p.v_stride_tok, p.v_stride_head, k0);
-      };
-      if (kstart < kend) {
-        issue_k(kstart);
-        issue_v(kstart);
-      }
-      for (int k0 = kstart; k0 < kend; k0 += BN) {
-        const bool next = k0 + BN < kend;
-        cp_async_wait_group<1>();  // K(k0)
-        __syncthreads();
-        if (warp_active) qk();
-        __syncthreads();  // every warp is done with sK
-        if (next) {
-          issue_k(k0 + BN);
-          cp_async_wait_group<1>();  // V(k0)
-        } else {
-          cp_async_wait_group<0>();
-        }
-        __syncthreads();
-        if (warp_active) softmax_pv(k0);
-        __syncthreads();  // every warp is done with sV
-        if (next) issue_v(k0 + BN);
-      }
-    } else {
-      for (int k0 = kstart; k0 < kend; k0 += BN) {
-        // fp8: 16-byte loads, exact conversion to T, shared stores.
-        __syncthreads();  // previous tile consumed
-        for (int c = tid; c < BN * (HS / 16); c += S::kThreads) {
-          const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
-          const int j = k0 + kr;
-          uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
-          if (j < kend) {
-            kraw = *reinterpret_cast<const uint4 *>(
-                kv_row(kbase, p.k_stride_block, p.k_stride_tok, p.k_stride_head, j) + ch * 16);
-            vraw = *reinterpret_cast<const uint4 *>(
-                kv_row(vbase, p.v_stride_block, p.v_stride_tok, p.v_stride_head, j) + ch * 16);
-          }
-          const uint8_t *kb = reinterpret_cast<const uint8_t *>(&kraw);
-          const uint8_t *vb = reinterpret_cast<const uint8_t *>(&vraw);
-          uint32_t kw[8], vw[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            kw[e] = Elem<T>::pack2(fp8_decode<CACHE>(kb[2 * e]), fp8_decode<CACHE>(kb[2 * e + 1]));
-            vw[e] = Elem<T>::pack2(fp8_decode<CACHE>(vb[2 * e]), fp8_decode<CACHE>(vb[2 * e + 1]));
-          }
-          uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
-          uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);
-          kd[0] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
-          kd[1] = make_uint4(kw[4], kw[5], kw[6], kw[7]);
-          vd[0] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
-          vd[1] = make_uint4(vw[4], vw[5], vw[6], vw[7]);
-        }
-        __syncthreads();
-        if (!warp_active) continue;
-        qk();
-        softmax_pv(k0);
-      }
     }
 
     // ---- epilogue
@@ -379,8 +351,7 @@ __global__ void plan_merge_kernel(const PlanMergeParams p) {
     const int h = static_cast<int>(u - t * p.num_heads);
     const int2 tp = p.tok_parts[t];
     if (tp.y == 0) continue;  // written by the attention kernel
-    T *out =
-        static_cast<T *>(p.out) + t * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
+    T *out = static_cast<T *>(p.out) + t * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
     if (tp.y < 0) {  // padding row
       for (int d = lane; d < p.head_size; d += 32) out[d] = Elem<T>::from_f(0.f);
       if (p.lse && lane == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = -INFINITY;
