@@ -116,7 +116,9 @@ TEST(CpuCascade, SameOutputBitsCloseToPlain) {
   for (size_t i = 0; i < casc.size(); ++i)
     ASSERT_NEAR(casc[i], p->out.as<float>()[i], 2e-5 + 1e-5 * std::fabs(casc[i])) << i;
   for (size_t i = 0; i < lse_c.size(); ++i)
-    if (std::isfinite(lse_c[i])) ASSERT_NEAR(lse_c[i], p->lse.as<float>()[i], 1e-4) << i;
+    if (std::isfinite(lse_c[i])) {
+      ASSERT_NEAR(lse_c[i], p->lse.as<float>()[i], 1e-4) << i;
+    }
 }
 
 TEST(CpuCascade, RejectsAlibiWindowAndNonDecoder) {

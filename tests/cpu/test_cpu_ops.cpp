@@ -70,7 +70,9 @@ void run_reshape(const CacheCase &c, std::mt19937_64 &g, float k_scale, float v_
         }
   }
   for (size_t b = 0; b < cache.bytes.size(); ++b)
-    if (!touched[b]) ASSERT_EQ(cache.bytes[b], before[b]) << "byte " << b << " written";
+    if (!touched[b]) {
+      ASSERT_EQ(cache.bytes[b], before[b]) << "byte " << b << " written";
+    }
 }
 
 TEST(CpuReshapeAndCache, ExactForModelDtypesBothLayouts) {

@@ -75,9 +75,13 @@ TEST(Dtype, Fp8DecodeEveryCode) {
 TEST(Dtype, Fp8EncodeRoundTripsEveryFiniteCode) {
   for (int b = 0; b < 256; ++b) {
     const float v4 = vattn::fp8_e4m3_to_float(static_cast<uint8_t>(b));
-    if (!std::isnan(v4)) EXPECT_EQ(vattn::fp8_e4m3_to_float(vattn::float_to_fp8_e4m3(v4)), v4) << b;
+    if (!std::isnan(v4)) {
+      EXPECT_EQ(vattn::fp8_e4m3_to_float(vattn::float_to_fp8_e4m3(v4)), v4) << b;
+    }
     const float v5 = vattn::fp8_e5m2_to_float(static_cast<uint8_t>(b));
-    if (std::isfinite(v5)) EXPECT_EQ(vattn::fp8_e5m2_to_float(vattn::float_to_fp8_e5m2(v5)), v5) << b;
+    if (std::isfinite(v5)) {
+      EXPECT_EQ(vattn::fp8_e5m2_to_float(vattn::float_to_fp8_e5m2(v5)), v5) << b;
+    }
   }
 }
 
