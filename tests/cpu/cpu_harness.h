@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -79,6 +80,14 @@ using MdPtr = std::unique_ptr<vattn_metadata_t, MdDel>;
 using BuilderPtr = std::unique_ptr<vattn_builder_t, BuilderDel>;
 using PlanPtr = std::unique_ptr<vattn_plan_t, PlanDel>;
 using LayerPtr = std::unique_ptr<vattn_layer_t, LayerDel>;
+
+// A generator seeded by vt::test_seed(), the seed printed so that a failure
+// can be replayed with VATTN_TEST_SEED=<seed>.
+inline std::mt19937_64 seeded_rng() {
+  const uint64_t s = vt::test_seed();
+  std::printf("VATTN_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+  return std::mt19937_64(s);
+}
 
 inline const vattn_backend_t *cpu() {
   const vattn_backend_t *b = nullptr;

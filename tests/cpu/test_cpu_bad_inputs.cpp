@@ -9,7 +9,7 @@ namespace {
 
 using ct::Config;
 
-std::mt19937_64 seeded() { return std::mt19937_64(vt::test_seed()); }
+std::mt19937_64 seeded() { return ct::seeded_rng(); }
 
 struct Snapshot {
   std::vector<unsigned char> out, lse, cache;

@@ -6,7 +6,7 @@ namespace {
 
 using ct::Config;
 
-std::mt19937_64 seeded() { return std::mt19937_64(vt::test_seed()); }
+std::mt19937_64 seeded() { return ct::seeded_rng(); }
 
 TEST(CpuEncoder, EncoderNonCausalNoCache) {
   auto g = seeded();
@@ -155,7 +155,7 @@ namespace {
 
 // One thread: every work item covers all KV heads (the head-sweep path).
 TEST(CpuWholeRequestItems, CascadeEncoderDecoderOnOneThread) {
-  std::mt19937_64 g(vt::test_seed());
+  auto g = ct::seeded_rng();
   ct::Config c;
   c.num_threads = 1;
   c.num_heads = 8;

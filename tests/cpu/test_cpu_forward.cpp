@@ -7,7 +7,7 @@ namespace {
 
 using ct::Config;
 
-std::mt19937_64 seeded() { return std::mt19937_64(vt::test_seed()); }
+std::mt19937_64 seeded() { return ct::seeded_rng(); }
 
 TEST(CpuForward, DecodeOnlyFp32) {
   auto g = seeded();

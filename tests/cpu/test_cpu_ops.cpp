@@ -8,7 +8,7 @@
 
 namespace {
 
-std::mt19937_64 seeded() { return std::mt19937_64(vt::test_seed()); }
+std::mt19937_64 seeded() { return ct::seeded_rng(); }
 
 struct CacheCase {
   int64_t T = 42, H = 4, D = 64, bs = 16, nb = 20;

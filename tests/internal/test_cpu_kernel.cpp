@@ -12,7 +12,7 @@ struct KernelGuard {
 
 TEST(CpuKernelBuilds, BaselineAndAvx2MatchTheOracle) {
   KernelGuard restore;
-  std::mt19937_64 g(vt::test_seed());
+  auto g = ct::seeded_rng();
   for (int which : {0, 1}) {
     if (which == 1 && !vattn::cpu::kernel_avx2_available()) continue;
     vattn::cpu::force_kernel(which);
