@@ -167,7 +167,8 @@ void desc(fz::In &in) {
                                                &sl, &ns, &mx, &btp, &c);
     fz::check_status(st);
     if (st == VATTN_OK && ns > 0 && sl) {
-      volatile int32_t x = sl[0] + sl[ns - 1];
+      volatile int32_t x = sl[0];
+      x = sl[ns - 1];
       (void)x;
       if (btp && c > 0) {
         volatile int32_t y = btp[ns * c - 1];
