@@ -19,7 +19,9 @@
 
 // x86-64 with GCC/Clang: the kernel is also compiled for AVX2 + FMA + F16C
 // and chosen at run time, so the library itself stays baseline x86-64.
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+// (GCC only: clang ignores '#pragma GCC target'; the clang fuzz build runs
+// the baseline kernel.)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
 #define VATTN_CPU_X86_DISPATCH 1
 #include <immintrin.h>
 #else
