@@ -33,7 +33,7 @@ void spec_calls(fz::In &in, const std::vector<vattn_kv_cache_spec_t> &specs) {
     fz::check_status(st);
     if (st == VATTN_OK) FZ_REQUIRE(page > 0);
     else FZ_REQUIRE(page == -7);
-    if (VATTN_HAS(vattn_kv_cache_spec_max_memory_usage_bytes)) {
+    {
       vattn_model_limits_t lim;
       vattn_model_limits_init(&lim);
       lim.max_model_len = in.val<int64_t>(1, 4096);
@@ -49,7 +49,7 @@ void spec_calls(fz::In &in, const std::vector<vattn_kv_cache_spec_t> &specs) {
       if (st == VATTN_OK) FZ_REQUIRE(mem >= 0);
     }
   }
-  if (VATTN_HAS(vattn_kv_cache_specs_merge)) {
+  {
     vattn_kv_cache_spec_t m;
     vattn_kv_cache_spec_init(&m);
     if (in.range<int>(0, 15) == 0) m.struct_size = in.struct_size(sizeof m);
@@ -64,12 +64,11 @@ void cache_calls(fz::In &in, const std::vector<vattn_kv_cache_spec_t> &specs) {
   if (share)
     for (size_t i = 0; i < n; ++i)
       if (in.range<int>(0, 2) == 0) target[i] = in.val<int32_t>(-1, int32_t(n));
-  if (VATTN_HAS(vattn_kv_cache_num_blocks_for_budget)) {
+  {
     int64_t nb = -7;
     fz::check_status(vattn_kv_cache_num_blocks_for_budget(
         specs.data(), share ? target.data() : nullptr, n, in.val<int64_t>(0, 1 << 20), &nb));
   }
-  if (!VATTN_HAS(vattn_kv_cache_create)) return;
   vattn_kv_cache_options_t o;
   vattn_kv_cache_options_init(&o);
   o.device_type = in.range<int>(0, 15) ? kDLCPU : in.pick<int32_t>({kDLCUDA, 0, 99});
@@ -159,8 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (in.flag()) cache_calls(in, specs);
   if (in.range<int>(0, 63) == 0) {
     fz::check_status(vattn_kv_cache_spec_page_size_bytes(nullptr, nullptr));
-    if (VATTN_HAS(vattn_kv_cache_specs_merge))
-      fz::check_status(vattn_kv_cache_specs_merge(nullptr, n, nullptr));
+    fz::check_status(vattn_kv_cache_specs_merge(nullptr, n, nullptr));
   }
   return 0;
 }

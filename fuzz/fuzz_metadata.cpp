@@ -42,7 +42,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
   std::vector<int32_t> qlens(n), seqs(d.seq_lens, d.seq_lens + n);
   for (int64_t r = 0; r < n; ++r) qlens[r] = d.query_start_loc[r + 1] - d.query_start_loc[r];
 
-  if (VATTN_HAS(vattn_metadata_unpadded)) {
+  {
     MdPtr u;
     vattn_status_t st = vattn_metadata_unpadded(md, in.val<int64_t>(0, d.num_actual_tokens),
                                                 in.val<int64_t>(0, n), &u.p);
@@ -50,7 +50,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
     FZ_REQUIRE((st == VATTN_OK) == (u.p != nullptr));
     if (u.p) check_handle(u.p);
   }
-  if (VATTN_HAS(vattn_split_decodes_and_prefills)) {
+  {
     vattn_decode_prefill_split_t s;
     vattn_status_t st =
         vattn_split_decodes_and_prefills(md, in.val<int32_t>(0, 4), in.range<int32_t>(0, 1), &s);
@@ -60,13 +60,13 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
       FZ_REQUIRE(s.num_decode_tokens >= 0 && s.num_prefill_tokens >= 0);
     }
   }
-  if (VATTN_HAS(vattn_split_decodes_prefills_and_extends)) {
+  {
     vattn_decode_extend_prefill_split_t s;
     vattn_status_t st = vattn_split_decodes_prefills_and_extends(md, in.val<int32_t>(0, 4), &s);
     fz::check_status(st);
     if (st == VATTN_OK) FZ_REQUIRE(s.num_decodes + s.num_extends + s.num_prefills == n);
   }
-  if (VATTN_HAS(vattn_make_local_attention_virtual_batches)) {
+  {
     MdPtr v;
     vattn_status_t st = vattn_make_local_attention_virtual_batches(
         in.val<int32_t>(1, 64), md, in.val<int32_t>(1, 32), &v.p);
@@ -74,14 +74,14 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
     FZ_REQUIRE((st == VATTN_OK) == (v.p != nullptr));
     if (v.p) check_handle(v.p);
   }
-  if (VATTN_HAS(vattn_make_kv_sharing_fast_prefill_metadata)) {
+  {
     MdPtr v;
     vattn_status_t st = vattn_make_kv_sharing_fast_prefill_metadata(md, &v.p);
     fz::check_status(st);
     FZ_REQUIRE((st == VATTN_OK) == (v.p != nullptr));
     if (v.p) check_handle(v.p);
   }
-  if (VATTN_HAS(vattn_slice_query_start_locs) && n >= 0) {
+  if (n >= 0) {
     int64_t a = in.val<int64_t>(0, n), z = in.val<int64_t>(0, n);
     std::vector<int32_t> out(n + 2, 0);
     // out must hold stop - start + 1 entries when the call accepts them.
@@ -94,7 +94,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
       FZ_REQUIRE(st != VATTN_OK);
     }
   }
-  if (VATTN_HAS(vattn_ubatch_slices_create) && VATTN_HAS(vattn_split_attn_metadata)) {
+  {
     int32_t nub = in.val<int32_t>(1, 3);
     std::vector<vattn_ubatch_slice_t> sl(nub > 0 && nub <= 16 ? nub : 1), slp(sl.size());
     int64_t tokens = d.query_start_loc[n];
@@ -121,7 +121,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
       vattn_metadata_destroy(o);
     }
   }
-  if (VATTN_HAS(vattn_use_cascade_attention)) {
+  {
     int32_t out = -1;
     vattn_status_t st = vattn_use_cascade_attention(
         in.val<int64_t>(0, 256), qlens.data(), n, in.val<int32_t>(1, 64), in.val<int32_t>(1, 8),
@@ -130,7 +130,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
     fz::check_status(st);
     if (st == VATTN_OK) FZ_REQUIRE(out == 0 || out == 1);
   }
-  if (VATTN_HAS(vattn_split_prefill_chunks)) {
+  {
     int64_t cap = in.range<int64_t>(0, n + 1);
     std::vector<int64_t> out(2 * cap + 2);
     int64_t nch = -1;
@@ -139,7 +139,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
     fz::check_status(st);
     if (st == VATTN_OK) FZ_REQUIRE(nch >= 0 && nch <= cap);
   }
-  if (VATTN_HAS(vattn_get_dcp_local_seq_lens)) {
+  {
     int32_t size = in.val<int32_t>(1, 8);
     int32_t rank = in.val<int32_t>(-1, 8);
     size_t cap = size > 0 && size <= 64 ? size_t(n) * size : size_t(n);
@@ -150,7 +150,7 @@ void utilities(fz::In &in, const fz::Batch &b, const vattn_metadata_t *md) {
                                                     in.val<int32_t>(1, 4), out.data()));
     }
   }
-  if (VATTN_HAS(vattn_reorder_batch_to_split_decodes_and_prefills)) {
+  {
     std::vector<int32_t> comp(n);
     for (int64_t r = 0; r < n; ++r) comp[r] = seqs[r] - qlens[r];
     std::vector<int64_t> swaps(2 * n + 2), order(n + 1);

@@ -7,7 +7,6 @@
 namespace {
 
 void v1(fz::In &in) {
-  if (!VATTN_HAS(vattn_slot_mapping_compute)) return;
   vattn_slot_mapping_args_t a;
   vattn_slot_mapping_args_init(&a);
   int64_t n = in.range<int64_t>(0, 8);
@@ -67,7 +66,7 @@ void v1(fz::In &in) {
 }
 
 void v0(fz::In &in) {
-  if (VATTN_HAS(vattn_slot_mapping_v0_start_idx)) {
+  {
     int64_t out = 777;
     vattn_status_t st = vattn_slot_mapping_v0_start_idx(
         in.range<int32_t>(0, 1), in.val<int64_t>(0, 64), in.val<int64_t>(0, 64),
@@ -75,7 +74,7 @@ void v0(fz::In &in) {
     fz::check_status(st);
     if (st == VATTN_OK) FZ_REQUIRE(out >= 0);
   }
-  if (VATTN_HAS(vattn_slot_mapping_v0_compute)) {
+  {
     int64_t tlen = in.range<int64_t>(0, 8);
     std::vector<int32_t> table(tlen);
     for (auto &b : table) b = in.val<int32_t>(0, 63);

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "weak_api.h"
+#include "vattn.h"
 
 namespace fz {
 

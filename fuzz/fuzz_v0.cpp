@@ -7,7 +7,6 @@
 namespace {
 
 void builder(fz::In &in) {
-  if (!VATTN_HAS(vattn_v0_builder_create)) return;
   vattn_v0_builder_options_t o;
   vattn_v0_builder_options_init(&o);
   o.block_size = in.val<int32_t>(1, 16);
@@ -86,7 +85,7 @@ void builder(fz::In &in) {
       (void)x;
     }
     // Graph state replay of this batch.
-    if (VATTN_HAS(vattn_graph_state_create)) {
+    {
       vattn_graph_state_t *gs = nullptr;
       // Buffer sizes are a request: keep them small (negative / zero still fuzzed).
       st = vattn_graph_state_create(&gs, in.range<int64_t>(-1, 8), in.range<int32_t>(-1, 16),
@@ -108,7 +107,6 @@ void builder(fz::In &in) {
 }
 
 void desc(fz::In &in) {
-  if (!VATTN_HAS(vattn_v0_metadata_create)) return;
   // A v0 description from scratch: arrays sized by the declared counts.
   vattn_v0_metadata_desc_t d;
   vattn_v0_metadata_desc_init(&d);

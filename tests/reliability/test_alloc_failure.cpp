@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "weak_api.h"
+#include "vattn.h"
 
 namespace {
 
@@ -172,14 +172,13 @@ TEST(AllocFailure, MetadataCreateAndDerived) {
     return st;
   }, [&] { vattn_metadata_destroy(out); out = nullptr; });
 
-  if (VATTN_HAS(vattn_make_local_attention_virtual_batches))
-    exhaust("vattn_make_local_attention_virtual_batches", [&](bool *hn) {
+  exhaust("vattn_make_local_attention_virtual_batches", [&](bool *hn) {
       auto st = vattn_make_local_attention_virtual_batches(4, md, 2, &out);
       *hn = out == nullptr;
       return st;
     }, [&] { vattn_metadata_destroy(out); out = nullptr; });
 
-  if (VATTN_HAS(vattn_make_kv_sharing_fast_prefill_metadata)) {
+  {
     int32_t logits[2] = {0, 3};
     SmallBatch sb2;
     sb2.d.logits_indices_padded = logits;
@@ -195,7 +194,7 @@ TEST(AllocFailure, MetadataCreateAndDerived) {
     vattn_metadata_destroy(md2);
   }
 
-  if (VATTN_HAS(vattn_split_attn_metadata)) {
+  {
     vattn_ubatch_slice_t slices[2] = {{0, 1, 0, 1}, {1, 2, 1, 4}};
     vattn_metadata_t *outs[2] = {nullptr, nullptr};
     exhaust("vattn_split_attn_metadata", [&](bool *hn) {
@@ -317,7 +316,6 @@ TEST(AllocFailure, BuilderPlanLayerForward) {
 }
 
 TEST(AllocFailure, V0BuilderMetadataGraphState) {
-  if (!VATTN_HAS(vattn_v0_builder_create)) GTEST_SKIP() << "v0 not built yet";
   vattn_v0_builder_options_t o;
   vattn_v0_builder_options_init(&o);
   o.block_size = 4;

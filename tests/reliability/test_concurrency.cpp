@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "weak_api.h"
+#include "vattn.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "weak_api.h"
+#include "vattn.h"
 
 namespace {
 
@@ -15,7 +15,6 @@ namespace {
 // block_size 1 and max_model_len = INT64_MAX computed ceil_div(...) + 1 in
 // int64 (signed overflow, UB).  Now saturates and reports the overflow.
 TEST(FuzzRegression, SlidingWindowMaxMemoryDoesNotOverflow) {
-  if (!VATTN_HAS(vattn_kv_cache_spec_max_memory_usage_bytes)) GTEST_SKIP() << "not built yet";
   vattn_kv_cache_spec_t s;
   vattn_kv_cache_spec_init(&s);
   s.kind = VATTN_KV_SPEC_SLIDING_WINDOW;
@@ -47,7 +46,6 @@ namespace {
 // virtual batch (8 GiB+ per row) before any check: a hostile chunk size
 // exhausted host memory.  Now refused up front with INVALID_ARGUMENT.
 TEST(FuzzRegression, LocalVirtualBatchesHugeChunkIsRefused) {
-  if (!VATTN_HAS(vattn_make_local_attention_virtual_batches)) GTEST_SKIP() << "not built yet";
   const int32_t qsl[] = {0, 3, 4};
   const int32_t seq_lens[] = {5, 9};
   const int32_t table[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -85,7 +83,6 @@ namespace {
 // num_reqs * num_kv_heads * ... * tiles and cdiv(common_prefix_len, 128)
 // overflowed (signed overflow, UB) for huge prefix lengths / head counts.
 TEST(FuzzRegression, UseCascadeAttentionHugeSizesDoNotOverflow) {
-  if (!VATTN_HAS(vattn_use_cascade_attention)) GTEST_SKIP() << "not built yet";
   std::vector<int32_t> qlens(64, 1);
   int32_t out = -1;
   EXPECT_VATTN_OK(vattn_use_cascade_attention(INT64_MAX, qlens.data(), 64, 1 << 30, 1 << 29, 0, 0,
@@ -108,7 +105,6 @@ namespace {
 // a large-but-smaller pad would have tried to allocate it), and seq_lens /
 // query_lens whose totals pass INT32_MAX overflowed the int32 prefix sums.
 TEST(FuzzRegression, V0BuildRejectsHugePadAndOverflowingTotals) {
-  if (!VATTN_HAS(vattn_v0_builder_create)) GTEST_SKIP() << "not built yet";
   vattn_v0_builder_options_t o;
   vattn_v0_builder_options_init(&o);
   o.block_size = 4;
