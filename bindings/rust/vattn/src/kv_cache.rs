@@ -417,6 +417,23 @@ impl<'a> KvCache<'a> {
         Ok(KvLayer { dl: self.layer_tensor(layer)?, _cache: PhantomData })
     }
 
+    /// `copy_blocks` over every layer of this cache: for every `[src, dst]`
+    /// pair, copies block `src` to block `dst` in K and V.  Layers sharing
+    /// another layer's memory are copied once.
+    pub fn copy_blocks(&mut self, block_mapping: &[[i64; 2]]) -> Result<()> {
+        let n = self.info()?.num_layers.max(0) as usize;
+        let mut tensors: Vec<sys::DLTensor> = Vec::with_capacity(n);
+        for l in 0..n {
+            let dl = self.layer_tensor(l)?;
+            if !tensors.iter().any(|t| t.data == dl.data && t.byte_offset == dl.byte_offset) {
+                tensors.push(dl);
+            }
+        }
+        let ptrs: Vec<*mut sys::DLTensor> = tensors.iter_mut().map(|t| t as *mut sys::DLTensor).collect();
+        // The tensors are views of this cache, borrowed exclusively by &mut self.
+        crate::ops::copy_blocks_raw(&ptrs, block_mapping)
+    }
+
     /// Writable view of layer `layer`'s cache, for [`crate::Layer::forward`]
     /// and the cache operations.
     pub fn layer_mut(&mut self, layer: usize) -> Result<KvLayerMut<'_>> {

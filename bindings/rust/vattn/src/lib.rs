@@ -45,10 +45,12 @@ use std::fmt;
 
 mod attention;
 mod backend;
+mod batch;
 mod kv_cache;
 mod metadata;
 mod ops;
 mod tensor;
+mod v0;
 
 pub use attention::{Builder, BuilderOptions, ForwardArgs, Layer, LayerOptions, Plan};
 pub use backend::{
@@ -62,7 +64,18 @@ pub use metadata::{
     split_decodes_and_prefills, split_decodes_prefills_and_extends, use_cascade_attention,
     CascadeQuery, Metadata, MetadataDesc, Split, Split3,
 };
-pub use ops::{compute_slot_mapping, merge_attn_states, reshape_and_cache, SlotMappingArgs};
+pub use batch::{
+    get_dcp_local_seq_lens, infer_global_hyperparameters, reorder_batch_to_split_decodes_and_prefills,
+    slice_query_start_locs, split_attn_metadata, split_prefill_chunks, ubatch_slices_create, GlobalParams,
+    PerLayerParams, Reorder, UbatchSlice, UbatchSlices,
+};
+pub use ops::{
+    compute_slot_mapping, copy_blocks, merge_attn_states, reshape_and_cache, swap_blocks, SlotMappingArgs,
+};
+pub use v0::{
+    v0_compute_slot_mapping, v0_slot_mapping_start_idx, GraphState, PrefillDecodeTokens,
+    SeqLenBlockTableArgs, V0Builder, V0BuilderOptions, V0Metadata, V0MetadataDesc, V0Seq,
+};
 pub use tensor::{AsDlTensor, AsDlTensorMut, Bf16, Element, TensorView, TensorViewMut, F16};
 
 // ---------------------------------------------------------------------------
@@ -342,6 +355,11 @@ impl Error {
         unsafe { sys::vattn_clear_last_error() };
         let message = if message.is_empty() { status.description().to_string() } else { message };
         Error { status, message }
+    }
+
+    /// An internal error (the library broke its own contract).
+    pub(crate) fn internal(message: impl Into<String>) -> Error {
+        Error { status: Status::INTERNAL, message: message.into() }
     }
 
     /// An error found by this crate before calling the library.

@@ -207,6 +207,11 @@ impl Metadata {
         Metadata::from_raw(out)
     }
 
+    /// Takes ownership of a handle the library returned (None for NULL).
+    pub(crate) fn own(p: *mut sys::vattn_metadata_t) -> Option<Metadata> {
+        NonNull::new(p).map(|raw| Metadata { raw })
+    }
+
     fn from_raw(p: *mut sys::vattn_metadata_t) -> Result<Metadata> {
         NonNull::new(p).map(|raw| Metadata { raw }).ok_or_else(|| Error {
             status: Status::INTERNAL,

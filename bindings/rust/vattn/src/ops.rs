@@ -145,3 +145,48 @@ pub fn merge_attn_states(
         )
     })
 }
+
+fn mapping_len(block_mapping: &[[i64; 2]]) -> usize {
+    block_mapping.len()
+}
+
+/// `copy_blocks`: for every cache of `kv_caches` (one per layer, logical
+/// 5-D) and every `[src, dst]` pair of `block_mapping`, copies block `src`
+/// to block `dst` in K and V.  Runs on the default stream.  For all layers
+/// of a [`crate::KvCache`] use [`crate::KvCache::copy_blocks`].
+pub fn copy_blocks(kv_caches: &mut [&mut dyn AsDlTensorMut], block_mapping: &[[i64; 2]]) -> Result<()> {
+    let ptrs: Vec<*mut sys::DLTensor> = kv_caches.iter_mut().map(|t| t.as_dl_tensor_mut()).collect();
+    copy_blocks_raw(&ptrs, block_mapping)
+}
+
+/// copy_blocks over raw tensors that the caller holds borrowed.
+pub(crate) fn copy_blocks_raw(ptrs: &[*mut sys::DLTensor], block_mapping: &[[i64; 2]]) -> Result<()> {
+    // SAFETY: every tensor is borrowed (exclusively) by the caller for the
+    // call; the mapping is num_pairs contiguous [src, dst] pairs.
+    check(unsafe {
+        sys::vattn_copy_blocks(
+            ptrs.as_ptr(),
+            ptrs.len(),
+            block_mapping.as_ptr() as *const i64,
+            mapping_len(block_mapping),
+            ptr::null_mut(),
+        )
+    })
+}
+
+/// `swap_blocks`: copies whole blocks `[src_block, dst_block]` from `src`
+/// to `dst`, two caches of the same shape (CPU<->CPU here; CPU<->CUDA and
+/// CUDA<->CUDA on the default stream).
+pub fn swap_blocks(src: &dyn AsDlTensor, dst: &mut dyn AsDlTensorMut, block_mapping: &[[i64; 2]]) -> Result<()> {
+    // SAFETY: the tensors are borrowed for the call; the mapping is
+    // num_pairs contiguous pairs; NULL stream.
+    check(unsafe {
+        sys::vattn_swap_blocks(
+            src.as_dl_tensor(),
+            dst.as_dl_tensor_mut(),
+            block_mapping.as_ptr() as *const i64,
+            mapping_len(block_mapping),
+            ptr::null_mut(),
+        )
+    })
+}

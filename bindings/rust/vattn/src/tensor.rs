@@ -140,6 +140,49 @@ fn dl_tensor(data: *mut c_void, dtype: sys::DLDataType, l: &mut Layout) -> sys::
     }
 }
 
+/// Runs one of the spec-decode reshapes on `src` and returns the view it
+/// made with shape and strides copied into an owned [`Layout`] (the
+/// library may point them at its scratch buffers or at `src`'s arrays).
+fn spec_decode_reshape(src: *const sys::DLTensor, batch_size: Option<i64>) -> Result<(sys::DLTensor, Layout)> {
+    let mut shape_buf = [0i64; 4];
+    let mut strides_buf = [0i64; 4];
+    // SAFETY: DLTensor is plain data; zeroed is a valid (empty) value.
+    let mut out: sys::DLTensor = unsafe { std::mem::zeroed() };
+    // SAFETY: src is a live tensor borrowed by the caller; the buffers have
+    // the 4 entries the header asks for.
+    crate::check(unsafe {
+        match batch_size {
+            Some(b) => sys::vattn_reshape_query_for_spec_decode(
+                src,
+                b,
+                &mut out,
+                shape_buf.as_mut_ptr(),
+                strides_buf.as_mut_ptr(),
+            ),
+            None => sys::vattn_reshape_attn_output_for_spec_decode(
+                src,
+                &mut out,
+                shape_buf.as_mut_ptr(),
+                strides_buf.as_mut_ptr(),
+            ),
+        }
+    })?;
+    let nd = out.ndim.max(0) as usize;
+    let copy = |p: *const i64| -> Option<Vec<i64>> {
+        if p.is_null() {
+            None
+        } else {
+            // SAFETY: the library's view has ndim entries there (still alive:
+            // the scratch buffers above or src's arrays).
+            Some(unsafe { std::slice::from_raw_parts(p, nd) }.to_vec())
+        }
+    };
+    let mut layout = Layout { shape: copy(out.shape).unwrap_or_default(), strides: copy(out.strides) };
+    out.shape = layout.shape.as_mut_ptr();
+    out.strides = layout.strides.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr());
+    Ok((out, layout))
+}
+
 /// A read-only DLPack tensor over a host slice: the slice stays borrowed
 /// for `'a`.
 pub struct TensorView<'a> {
@@ -188,6 +231,20 @@ impl<'a> TensorView<'a> {
     /// The strides in elements (`None` = compact row-major).
     pub fn strides(&self) -> Option<&[i64]> {
         self.layout.strides.as_deref()
+    }
+
+    /// vLLM `reshape_query_for_spec_decode`: a view of a query `[T, H, D]`
+    /// as `[B, T / B, H, D]` over the same data (`T % B == 0`).
+    pub fn reshape_query_for_spec_decode(&self, batch_size: i64) -> Result<TensorView<'a>> {
+        let (dl, layout) = spec_decode_reshape(&self.dl, Some(batch_size))?;
+        Ok(TensorView { dl, layout, _data: PhantomData })
+    }
+
+    /// vLLM `reshape_attn_output_for_spec_decode`: `[B, L, H, D]` viewed as
+    /// `[B * L, H, D]`; a 3-D tensor is returned as it is.
+    pub fn reshape_attn_output_for_spec_decode(&self) -> Result<TensorView<'a>> {
+        let (dl, layout) = spec_decode_reshape(&self.dl, None)?;
+        Ok(TensorView { dl, layout, _data: PhantomData })
     }
 }
 
@@ -240,6 +297,20 @@ impl<'a> TensorViewMut<'a> {
     /// The strides in elements (`None` = compact row-major).
     pub fn strides(&self) -> Option<&[i64]> {
         self.layout.strides.as_deref()
+    }
+
+    /// [`TensorView::reshape_query_for_spec_decode`] on a writable view: the
+    /// new view reborrows this one.
+    pub fn reshape_query_for_spec_decode(&mut self, batch_size: i64) -> Result<TensorViewMut<'_>> {
+        let (dl, layout) = spec_decode_reshape(&self.dl, Some(batch_size))?;
+        Ok(TensorViewMut { dl, layout, _data: PhantomData })
+    }
+
+    /// [`TensorView::reshape_attn_output_for_spec_decode`] on a writable
+    /// view: the new view reborrows this one.
+    pub fn reshape_attn_output_for_spec_decode(&mut self) -> Result<TensorViewMut<'_>> {
+        let (dl, layout) = spec_decode_reshape(&self.dl, None)?;
+        Ok(TensorViewMut { dl, layout, _data: PhantomData })
     }
 }
 
