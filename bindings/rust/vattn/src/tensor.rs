@@ -352,6 +352,26 @@ unsafe impl Sync for TensorView<'_> {}
 unsafe impl Send for TensorViewMut<'_> {}
 unsafe impl Sync for TensorViewMut<'_> {}
 
+impl std::fmt::Debug for TensorView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorView")
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .field("dtype", &(self.dl.dtype.code, self.dl.dtype.bits))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for TensorViewMut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorViewMut")
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .field("dtype", &(self.dl.dtype.code, self.dl.dtype.bits))
+            .finish()
+    }
+}
+
 pub(crate) use private::Sealed;
 
 /// Device type of a DLTensor as the crate's newtype.
