@@ -42,14 +42,16 @@
 #ifdef SWIGJAVA
 %{
 /* Throws org.vattn.VattnException(status, message) for a failed call. */
+static __thread const char *vattn_java_error_msg;
 static void vattn_java_throw(JNIEnv *jenv, vattn_status_t status) {
   char msg[2048];
-  const char *m = vattn_last_error_message();
+  const char *m = vattn_java_error_msg ? vattn_java_error_msg : vattn_last_error_message();
   size_t i = 0;
   jclass cls;
   jmethodID ctor;
   jstring jmsg;
   jobject ex;
+  vattn_java_error_msg = NULL;
   if ((*jenv)->ExceptionCheck(jenv)) return; /* one already pending */
   /* NewStringUTF wants modified UTF-8: keep ASCII, replace the rest. */
   for (; m[i] && i + 1 < sizeof msg; ++i) msg[i] = (m[i] & 0x80) ? '?' : m[i];
@@ -272,9 +274,260 @@ VATTN_SIZED_CTOR(vattn_kv_cache_info)
 %include <carrays.i>
 %array_class(vattn_kv_cache_spec_t, KvCacheSpecArray);
 
-/* Not expressible from Java here: arrays of handles / tensors / pointers. */
+/* ---- host arrays read back from C: Java arrays, copied ----------------------
+ * vattn_java_ints / vattn_java_longs are return types of the helpers below
+ * (not part of vattn.h): a pointer + length that the out typemap copies
+ * into a new int[] / long[] (null for a NULL pointer), or the status of the
+ * call that failed (then VattnException is thrown). */
+%{
+typedef struct vattn_java_ints { const int32_t *data; int64_t len; vattn_status_t status; } vattn_java_ints;
+typedef struct vattn_java_longs { const int64_t *data; int64_t len; vattn_status_t status; } vattn_java_longs;
+static vattn_java_ints vattn_java_ints_of(const int32_t *p, int64_t n) {
+  vattn_java_ints r;
+  r.data = p; r.len = n; r.status = VATTN_OK;
+  return r;
+}
+static vattn_java_longs vattn_java_longs_of(const int64_t *p, int64_t n) {
+  vattn_java_longs r;
+  r.data = p; r.len = n; r.status = VATTN_OK;
+  return r;
+}
+
+/* A failure found by a helper of this file (not by libvattn): its message
+ * is reported by vattn_java_throw instead of vattn_last_error_message(). */
+static vattn_status_t vattn_java_fail(const char *msg) {
+  vattn_java_error_msg = msg;
+  return VATTN_ERR_INVALID_ARGUMENT;
+}
+%}
+%define VATTN_JAVA_ARRAY_OUT(T, JARR, JTYPE, JNAME, JFN)
+%typemap(jni) T "JARR"
+%typemap(jtype) T "JTYPE[]"
+%typemap(jstype) T "JTYPE[]"
+%typemap(javaout) T { return $jnicall; }
+%typemap(out) T %{
+  $result = NULL;
+  if ($1.status != VATTN_OK) {
+    vattn_java_throw(jenv, $1.status);
+  } else if ($1.data && $1.len >= 0 && $1.len <= 0x7fffffff) {
+    $result = (*jenv)->New##JFN##Array(jenv, (jsize)$1.len);
+    if ($result && $1.len > 0)
+      (*jenv)->Set##JFN##ArrayRegion(jenv, $result, 0, (jsize)$1.len, (const JNAME *)$1.data);
+  }
+%}
+%enddef
+VATTN_JAVA_ARRAY_OUT(vattn_java_ints, jintArray, int, jint, Int)
+VATTN_JAVA_ARRAY_OUT(vattn_java_longs, jlongArray, long, jlong, Long)
+
+/* (pointer, length) pairs from one Java array.  IN: read only; INOUT:
+ * copied back after the call. */
+%define VATTN_JAVA_ARRAY_ARG(CTYPE, LENTYPE, JARR, JTYPE, JNAME, JFN, NAME, MODE)
+%typemap(jni) (CTYPE *NAME, LENTYPE NAME##_len) "JARR"
+%typemap(jtype) (CTYPE *NAME, LENTYPE NAME##_len) "JTYPE[]"
+%typemap(jstype) (CTYPE *NAME, LENTYPE NAME##_len) "JTYPE[]"
+%typemap(javain) (CTYPE *NAME, LENTYPE NAME##_len) "$javainput"
+%typemap(in) (CTYPE *NAME, LENTYPE NAME##_len) %{
+  if (!$input) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "argument '$1_name' is null");
+    return $null;
+  }
+  $2 = (LENTYPE)(*jenv)->GetArrayLength(jenv, $input);
+  $1 = ($1_ltype)(*jenv)->Get##JFN##ArrayElements(jenv, $input, NULL);
+  if (!$1) return $null;
+%}
+%typemap(freearg) (CTYPE *NAME, LENTYPE NAME##_len) %{
+  if ($1) (*jenv)->Release##JFN##ArrayElements(jenv, $input, (JNAME *)$1, MODE);
+%}
+%enddef
+VATTN_JAVA_ARRAY_ARG(const int64_t, int64_t, jlongArray, long, jlong, Long, slices, JNI_ABORT)
+VATTN_JAVA_ARRAY_ARG(int64_t, int64_t, jlongArray, long, jlong, Long, handles, 0)
+VATTN_JAVA_ARRAY_ARG(int64_t, int64_t, jlongArray, long, jlong, Long, dims, 0)
+
+/* copy_blocks / swap_blocks: the block mapping is a long[] of [src, dst]
+ * pairs (its length gives num_pairs); the caches of copy_blocks a DLTensor[]. */
+%typemap(jni) (const int64_t *block_mapping, size_t num_pairs) "jlongArray"
+%typemap(jtype) (const int64_t *block_mapping, size_t num_pairs) "long[]"
+%typemap(jstype) (const int64_t *block_mapping, size_t num_pairs) "long[]"
+%typemap(javain) (const int64_t *block_mapping, size_t num_pairs) "$javainput"
+%typemap(in) (const int64_t *block_mapping, size_t num_pairs) %{
+  {
+    jsize n_ = $input ? (*jenv)->GetArrayLength(jenv, $input) : 0;
+    if (!$input || (n_ & 1)) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException,
+                              "argument 'block_mapping': needs a long[] of [src, dst] pairs");
+      return $null;
+    }
+    $2 = (size_t)(n_ / 2);
+    $1 = ($1_ltype)(*jenv)->GetLongArrayElements(jenv, $input, NULL);
+    if (!$1) return $null;
+  }
+%}
+%typemap(freearg) (const int64_t *block_mapping, size_t num_pairs) %{
+  if ($1) (*jenv)->ReleaseLongArrayElements(jenv, $input, (jlong *)$1, JNI_ABORT);
+%}
+%typemap(jni) (DLTensor *const *kv_caches, size_t num_layers) "jlongArray"
+%typemap(jtype) (DLTensor *const *kv_caches, size_t num_layers) "long[]"
+%typemap(jstype) (DLTensor *const *kv_caches, size_t num_layers) "DLTensor[]"
+%typemap(javain) (DLTensor *const *kv_caches, size_t num_layers) "DLTensor.cPtrs($javainput)"
+%typemap(in) (DLTensor *const *kv_caches, size_t num_layers) (DLTensor **caches_ = NULL) %{
+  {
+    jsize n_, i_;
+    jlong *a_;
+    if (!$input) {
+      SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "argument 'kv_caches' is null");
+      return $null;
+    }
+    n_ = (*jenv)->GetArrayLength(jenv, $input);
+    caches_ = (DLTensor **)calloc((size_t)n_ + 1, sizeof *caches_);
+    a_ = (*jenv)->GetLongArrayElements(jenv, $input, NULL);
+    if (!caches_ || !a_) {
+      free(caches_);
+      if (a_) (*jenv)->ReleaseLongArrayElements(jenv, $input, a_, JNI_ABORT);
+      SWIG_JavaThrowException(jenv, SWIG_JavaOutOfMemoryError, "kv_caches");
+      return $null;
+    }
+    for (i_ = 0; i_ < n_; ++i_) caches_[i_] = (DLTensor *)(intptr_t)a_[i_];
+    (*jenv)->ReleaseLongArrayElements(jenv, $input, a_, JNI_ABORT);
+    $1 = caches_;
+    $2 = (size_t)n_;
+  }
+%}
+%typemap(freearg) (DLTensor *const *kv_caches, size_t num_layers) %{ free(caches_$argnum); %}
+%typemap(javacode) DLTensor %{
+  /** Addresses of the tensors (0 for null), for arrays of DLTensor *. */
+  static long[] cPtrs(DLTensor[] a) {
+    if (a == null) return null;
+    long[] r = new long[a.length];
+    for (int i = 0; i < a.length; ++i) r[i] = getCPtr(a[i]);
+    return r;
+  }
+%}
+
+/* Pointer members of the metadata descriptions, as Java arrays (copies).
+ * The lengths come from the struct's own counts. */
+%extend vattn_metadata_desc {
+  vattn_java_ints queryStartLocArray() const {
+    return vattn_java_ints_of(self->query_start_loc, self->num_reqs + 1);
+  }
+  vattn_java_ints seqLensArray() const { return vattn_java_ints_of(self->seq_lens, self->num_reqs); }
+  vattn_java_ints numComputedTokensArray() const {
+    return vattn_java_ints_of(self->num_computed_tokens, self->num_reqs);
+  }
+  vattn_java_ints blockTableArray() const {
+    return vattn_java_ints_of(self->block_table, self->block_table_rows * self->block_table_cols);
+  }
+  vattn_java_longs slotMappingArray() const {
+    return vattn_java_longs_of(self->slot_mapping, self->slot_mapping_len);
+  }
+  vattn_java_ints encoderSeqLensArray() const {
+    return vattn_java_ints_of(self->encoder_seq_lens, self->num_reqs);
+  }
+  vattn_java_ints logitsIndicesPaddedArray() const {
+    return vattn_java_ints_of(self->logits_indices_padded, self->logits_indices_len);
+  }
+  vattn_java_ints dcpLocalSeqLensArray() const {
+    return vattn_java_ints_of(self->dcp_local_seq_lens, self->num_reqs);
+  }
+}
+%extend vattn_v0_metadata_desc {
+  vattn_java_longs slotMappingArray() const {
+    return vattn_java_longs_of(self->slot_mapping, self->slot_mapping_len);
+  }
+  vattn_java_ints seqLensArray() const { return vattn_java_ints_of(self->seq_lens, self->num_seqs); }
+  vattn_java_ints contextLensArray() const { return vattn_java_ints_of(self->context_lens, self->num_seqs); }
+  vattn_java_ints queryStartLocArray() const {
+    return vattn_java_ints_of(self->query_start_loc, self->num_seqs + 1);
+  }
+  vattn_java_ints seqStartLocArray() const {
+    return vattn_java_ints_of(self->seq_start_loc, self->num_seqs + 1);
+  }
+  vattn_java_ints blockTablesArray() const {
+    return vattn_java_ints_of(self->block_tables, self->num_seqs * self->block_tables_cols);
+  }
+  vattn_java_ints encoderSeqLensArray() const {
+    return vattn_java_ints_of(self->encoder_seq_lens, self->num_seqs);
+  }
+  vattn_java_ints crossBlockTablesArray() const {
+    return vattn_java_ints_of(self->cross_block_tables, self->num_seqs * self->cross_block_tables_cols);
+  }
+}
+
+/* Helpers over the functions whose shapes no typemap expresses. */
+%inline %{
+/* vattn_split_attn_metadata: slices = long[4 * n] of (request_start,
+ * request_stop, token_start, token_stop); handles = long[n] receiving the
+ * metadata handles (all or none). */
+vattn_status_t vattn_java_split_attn_metadata(const vattn_metadata_t *md, const int64_t *slices,
+                                              int64_t slices_len, int64_t *handles, int64_t handles_len) {
+  vattn_ubatch_slice_t *s;
+  vattn_metadata_t **out;
+  vattn_status_t st;
+  int64_t n, i;
+  if (slices_len % 4 != 0)
+    return vattn_java_fail("argument 'slices': needs 4 longs per slice (request_start, request_stop, token_start, token_stop)");
+  n = slices_len / 4;
+  if (handles_len != n) return vattn_java_fail("argument 'handles': needs one entry per slice");
+  s = (vattn_ubatch_slice_t *)calloc((size_t)n + 1, sizeof *s);
+  out = (vattn_metadata_t **)calloc((size_t)n + 1, sizeof *out);
+  if (!s || !out) {
+    free(s);
+    free(out);
+    vattn_java_error_msg = "out of memory";
+    return VATTN_ERR_OUT_OF_MEMORY;
+  }
+  for (i = 0; i < n; ++i) {
+    s[i].request_start = slices[4 * i];
+    s[i].request_stop = slices[4 * i + 1];
+    s[i].token_start = slices[4 * i + 2];
+    s[i].token_stop = slices[4 * i + 3];
+  }
+  st = vattn_split_attn_metadata(s, (size_t)n, md, out);
+  if (st == VATTN_OK)
+    for (i = 0; i < n; ++i) handles[i] = (int64_t)(intptr_t)out[i];
+  free(s);
+  free(out);
+  return st;
+}
+
+/* vattn_v0_get_seq_len_block_table_args, scalars: dims = long[3] receiving
+ * (num_seqs, max_seq_len, block_table_cols). */
+vattn_status_t vattn_java_v0_seq_len_block_table_dims(const vattn_v0_metadata_t *md, int32_t is_prompt,
+                                                      int32_t attn_type, int64_t *dims, int64_t dims_len) {
+  int64_t n = 0, cols = 0;
+  int32_t mx = 0;
+  vattn_status_t st;
+  if (dims_len < 3) return vattn_java_fail("argument 'dims': needs a long[3]");
+  st = vattn_v0_get_seq_len_block_table_args(md, is_prompt, attn_type, NULL, &n, &mx, NULL, &cols);
+  if (st == VATTN_OK) {
+    dims[0] = n;
+    dims[1] = mx;
+    dims[2] = cols;
+  }
+  return st;
+}
+
+/* ... and its arrays: the sequence lengths [num_seqs] and the block table
+ * [num_seqs * block_table_cols] (null for encoder attention), copied. */
+vattn_java_ints vattn_java_v0_seq_lens(const vattn_v0_metadata_t *md, int32_t is_prompt, int32_t attn_type) {
+  const int32_t *sl = NULL;
+  int64_t n = 0;
+  vattn_java_ints r = vattn_java_ints_of(NULL, 0);
+  r.status = vattn_v0_get_seq_len_block_table_args(md, is_prompt, attn_type, &sl, &n, NULL, NULL, NULL);
+  if (r.status == VATTN_OK) r = vattn_java_ints_of(sl, n);
+  return r;
+}
+vattn_java_ints vattn_java_v0_block_table(const vattn_v0_metadata_t *md, int32_t is_prompt, int32_t attn_type) {
+  const int32_t *bt = NULL;
+  int64_t n = 0, cols = 0;
+  vattn_java_ints r = vattn_java_ints_of(NULL, 0);
+  r.status = vattn_v0_get_seq_len_block_table_args(md, is_prompt, attn_type, NULL, &n, NULL, &bt, &cols);
+  if (r.status == VATTN_OK) r = vattn_java_ints_of(bt, n * cols);
+  return r;
+}
+%}
+
+/* Wrapped through the helpers above. */
 %ignore vattn_split_attn_metadata;
-%ignore vattn_copy_blocks;
 %ignore vattn_v0_get_seq_len_block_table_args;
 %ignore DLManagedTensor;
 

@@ -25,6 +25,27 @@ public final class Builder implements AutoCloseable {
     VattnC.vattn_builder_build(handle(), plan.handle(), commonPrefixLen, md.handle(), fastBuild ? 1 : 0, 0L);
   }
 
+  /**
+   * Builds {@code md} for a CUDA-graph capture (checked against the
+   * builder's CUDA-graph level); the CPU backend throws VattnException with
+   * VATTN_ERR_UNSUPPORTED.
+   */
+  public void buildForCudagraphCapture(Plan plan, Metadata md) {
+    VattnC.vattn_builder_build_for_cudagraph_capture(handle(), plan.handle(), md.handle(), 0L);
+  }
+
+  /** Builds {@code md} for speculative draft step {@code draftIndex} (fast build, no cascade). */
+  public void buildForDrafting(Plan plan, Metadata md, int draftIndex) {
+    VattnC.vattn_builder_build_for_drafting(handle(), plan.handle(), md.handle(), draftIndex, 0L);
+  }
+
+  /** Reorder threshold (0 = the backend does not reorder). */
+  public int reorderBatchThreshold() {
+    int[] out = new int[1];
+    VattnC.vattn_builder_reorder_batch_threshold(handle(), out);
+    return out[0];
+  }
+
   /** CUDA-graph support level (VATTN_CUDAGRAPH_*). */
   public int cudagraphSupport() {
     int[] out = new int[1];

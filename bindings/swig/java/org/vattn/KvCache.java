@@ -5,8 +5,14 @@ import java.nio.IntBuffer;
 /** The paged KV caches of a model's layers.  Close it to free the memory. */
 public final class KvCache implements AutoCloseable {
   private long handle;
+  private final int[] sharing; // kv_sharing_target per layer (null = none)
+  private final int numLayers;
 
-  private KvCache(long handle) { this.handle = handle; }
+  private KvCache(long handle, int[] sharing, int numLayers) {
+    this.handle = handle;
+    this.sharing = sharing == null ? null : sharing.clone();
+    this.numLayers = numLayers;
+  }
 
   /**
    * Allocates host caches of {@code numBlocks} blocks for layers with the
@@ -30,7 +36,7 @@ public final class KvCache implements AutoCloseable {
     long[] out = new long[1];
     VattnC.vattn_kv_cache_create(out, arr.cast(), sh, specs.length, opts);
     java.lang.ref.Reference.reachabilityFence(new Object[] {arr, sh});
-    return new KvCache(out[0]);
+    return new KvCache(out[0], sharing, specs.length);
   }
 
   long handle() { Vattn.checkHandle(handle, "KvCache"); return handle; }
@@ -50,6 +56,18 @@ public final class KvCache implements AutoCloseable {
     DLTensor dl = new DLTensor();
     VattnC.vattn_kv_cache_layer_tensor(handle(), layer, dl);
     return Tensor.view(dl, this);
+  }
+
+  /**
+   * copy_blocks over every layer that owns its cache (sharing layers see
+   * the copies through their target): for each pair (src, dst) of
+   * {@code pairs} copies block src to block dst in K and V.
+   */
+  public void copyBlocks(long... pairs) {
+    java.util.List<Tensor> own = new java.util.ArrayList<>();
+    for (int i = 0; i < numLayers; ++i)
+      if (sharing == null || sharing[i] < 0) own.add(layer(i));
+    Vattn.copyBlocks(own.toArray(new Tensor[0]), pairs);
   }
 
   /** Frees the caches (idempotent); views of them must not be used after. */

@@ -18,6 +18,29 @@ public final class Vattn implements VattnCConstants {
   /** The library's description of a status code. */
   public static String statusString(int status) { return VattnC.vattn_status_string(status); }
 
+  /**
+   * copy_blocks: for every cache (one per layer, logical 5-D) and every
+   * pair (src, dst) of {@code pairs} = {src0, dst0, src1, dst1, ...},
+   * copies block src to block dst in K and V (default stream).
+   */
+  public static void copyBlocks(Tensor[] caches, long... pairs) {
+    DLTensor[] raw = new DLTensor[caches.length];
+    for (int i = 0; i < caches.length; ++i) raw[i] = caches[i].raw();
+    VattnC.vattn_copy_blocks(raw, pairs, 0L);
+    for (Tensor t : caches) t.touch();
+  }
+
+  /**
+   * swap_blocks: copies whole blocks (src, dst) pairs from {@code src} to
+   * {@code dst}, two caches of the same shape (host to host here; CUDA on
+   * the default stream).
+   */
+  public static void swapBlocks(Tensor src, Tensor dst, long... pairs) {
+    VattnC.vattn_swap_blocks(src.raw(), dst.raw(), pairs, 0L);
+    src.touch();
+    dst.touch();
+  }
+
   /** Direct native-order buffer holding a copy of {@code a} (null for null). */
   static IntBuffer direct(int[] a) {
     if (a == null) return null;

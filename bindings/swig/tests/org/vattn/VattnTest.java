@@ -213,4 +213,219 @@ public class VattnTest implements VattnCConstants {
       assertNotEquals(VATTN_OK, e.getStatus());
     }
   }
+
+  // ---- describe, split, drafting, block copies, v0 args -------------------
+
+  @Test public void metadataDescribeGivesArrays() {
+    try (Metadata md = Metadata.create(new Metadata.Desc()
+             .queryStartLoc(0, 1, 2, 5).seqLens(5, 6, 3)
+             .blockTable(2, 0, 1, 2, 3, 4, 5).slotMapping(4, 21, 32, 33, 34)
+             .blockSize(16).numCacheBlocks(8).logitsIndices(2, 1, 4, 0))) {
+      Metadata.Desc d = md.describe();
+      assertArrayEquals(new int[] {0, 1, 2, 5}, d.queryStartLoc);
+      assertArrayEquals(new int[] {5, 6, 3}, d.seqLens);
+      assertArrayEquals(new int[] {0, 1, 2, 3, 4, 5}, d.blockTable);
+      assertEquals(2, d.blockTableCols);
+      assertArrayEquals(new long[] {4, 21, 32, 33, 34}, d.slotMapping);
+      assertEquals(5, d.numActualTokens);
+      assertEquals(3, d.maxQueryLen);
+      assertEquals(6, d.maxSeqLen);
+      assertEquals(16, d.blockSize);
+      assertEquals(8, d.numCacheBlocks);
+      assertArrayEquals(new int[] {1, 4, 0}, d.logitsIndicesPadded);
+      assertEquals(2, d.numLogitsIndices);
+      assertEquals(null, d.encoderSeqLens);
+      assertEquals(null, d.dcpLocalSeqLens);
+      if (d.numComputedTokens != null) // seq_lens - query_lens
+        assertArrayEquals(new int[] {4, 5, 0}, d.numComputedTokens);
+      // Round trip.
+      try (Metadata again = Metadata.create(d)) {
+        Metadata.Desc e = again.describe();
+        assertArrayEquals(d.queryStartLoc, e.queryStartLoc);
+        assertArrayEquals(d.seqLens, e.seqLens);
+        assertArrayEquals(d.blockTable, e.blockTable);
+        assertArrayEquals(d.slotMapping, e.slotMapping);
+        assertArrayEquals(d.logitsIndicesPadded, e.logitsIndicesPadded);
+      }
+      // KV-sharing fast prefill: indices 1 and 4 fall in requests 1 and 2.
+      try (Metadata f = md.kvSharingFastPrefill()) {
+        Metadata.Desc e = f.describe();
+        assertArrayEquals(new int[] {0, 0, 1, 2}, e.queryStartLoc);
+        assertEquals(2, e.numActualTokens);
+      }
+    }
+    // The struct's own array readers, on a description built from Java.
+    vattn_metadata_desc_t c = new vattn_metadata_desc_t();
+    c.setNum_reqs(1);
+    java.nio.IntBuffer q = Vattn.direct(new int[] {0, 7});
+    c.setQuery_start_loc(q);
+    assertArrayEquals(new int[] {0, 7}, c.queryStartLocArray());
+    assertEquals(null, c.seqLensArray());
+    java.lang.ref.Reference.reachabilityFence(q);
+  }
+
+  @Test public void splitUbatches() {
+    try (Metadata md = Metadata.create(new Metadata.Desc()
+             .queryStartLoc(0, 3, 8, 12).seqLens(10, 20, 30)
+             .blockTable(2, 0, 1, 2, 3, 4, 5).slotMapping(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11))) {
+      // Request 1 straddles token 4 and is in both slices.
+      Metadata[] parts = md.splitUbatches(0, 2, 0, 4, 1, 3, 4, 12);
+      try (Metadata a = parts[0]; Metadata b = parts[1]) {
+        Metadata.Desc da = a.describe(), db = b.describe();
+        assertArrayEquals(new int[] {0, 3, 4}, da.queryStartLoc);
+        assertArrayEquals(new int[] {10, 16}, da.seqLens);
+        assertArrayEquals(new long[] {0, 1, 2, 3}, da.slotMapping);
+        assertArrayEquals(new int[] {0, 4, 8}, db.queryStartLoc);
+        assertArrayEquals(new int[] {20, 30}, db.seqLens);
+        assertArrayEquals(new int[] {2, 3, 4, 5}, db.blockTable);
+        assertEquals(8, db.numActualTokens);
+      }
+      assertArrayEquals(new int[] {10, 20, 30}, md.describe().seqLens);
+      VattnException e = assertThrows(VattnException.class, () -> md.splitUbatches(0, 2, 0));
+      assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+      assertTrue(e.getMessage(), e.getMessage().contains("slices"));
+      e = assertThrows(VattnException.class, () -> md.splitUbatches(0, 1, 0, 3, 1, 1, 3, 3));
+      assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+    }
+  }
+
+  static vattn_builder_options_t builderOptions() {
+    vattn_builder_options_t bo = new vattn_builder_options_t();
+    bo.setNum_heads(H);
+    bo.setNum_kv_heads(HKV);
+    bo.setHead_size(D);
+    bo.setBlock_size(BS);
+    bo.setMax_num_reqs(4);
+    bo.setMax_num_tokens(32);
+    bo.setMax_blocks_per_req(4);
+    bo.setNum_threads(1);
+    return bo;
+  }
+
+  @Test public void buildForDraftingAndCapture() {
+    Backend cpu = Backend.find("CPU");
+    try (Builder b = new Builder(cpu, builderOptions()); Plan plan = b.newPlan();
+         Metadata md = Metadata.create(new Metadata.Desc().queryStartLoc(0, 1, 2).seqLens(3, 2)
+             .blockTable(1, 0, 1).slotMapping(2, 5).blockSize(BS).numCacheBlocks(8));
+         Metadata big = Metadata.create(new Metadata.Desc().queryStartLoc(0, 1, 2, 3, 4, 5)
+             .seqLens(1, 1, 1, 1, 1).blockTable(1, 0, 1, 2, 3, 4).slotMapping(0, 4, 8, 12, 16)
+             .blockSize(BS).numCacheBlocks(8))) {
+      for (int i = 0; i < 3; ++i) b.buildForDrafting(plan, md, i);
+      VattnException e = assertThrows(VattnException.class, () -> b.buildForDrafting(plan, big, 0));
+      assertEquals(VATTN_ERR_WORKSPACE_TOO_SMALL, e.getStatus());
+      // The CPU backend never captures CUDA graphs.
+      assertEquals(VATTN_CUDAGRAPH_NEVER, b.cudagraphSupport());
+      e = assertThrows(VattnException.class, () -> b.buildForCudagraphCapture(plan, md));
+      assertEquals(VATTN_ERR_UNSUPPORTED, e.getStatus());
+      b.build(plan, 0, md, true);
+    }
+  }
+
+  static final int NB = 4, BLK = BS * HKV * D; // elements of one block of K (or V)
+
+  static float[] block(float[] cache, int kv, int b) {
+    return java.util.Arrays.copyOfRange(cache, (kv * NB + b) * BLK, (kv * NB + b + 1) * BLK);
+  }
+
+  @Test public void copyAndSwapBlocks() {
+    float[] a0 = data(2 * NB * BLK, 21), b0 = data(2 * NB * BLK, 22);
+    Tensor ta = Tensor.float32(a0, 2, NB, BS, HKV, D), tb = Tensor.float32(b0, 2, NB, BS, HKV, D);
+    Vattn.copyBlocks(new Tensor[] {ta, tb}, 0, 3, 1, 2);
+    float[] a = new float[a0.length], b = new float[b0.length];
+    ta.floats().get(a);
+    tb.floats().get(b);
+    for (int kv = 0; kv < 2; ++kv) {
+      assertArrayEquals(block(a0, kv, 0), block(a, kv, 3), 0f);
+      assertArrayEquals(block(a0, kv, 1), block(a, kv, 2), 0f);
+      assertArrayEquals(block(a0, kv, 0), block(a, kv, 0), 0f);
+      assertArrayEquals(block(b0, kv, 1), block(b, kv, 2), 0f);
+    }
+    assertThrows(IllegalArgumentException.class, () -> Vattn.copyBlocks(new Tensor[] {ta}, 0, 1, 2));
+    VattnException e = assertThrows(VattnException.class, () -> Vattn.copyBlocks(new Tensor[] {ta}, 0, NB));
+    assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+
+    // swap_blocks host -> host.
+    Tensor dst = Tensor.float32(2, NB, BS, HKV, D);
+    Vattn.swapBlocks(tb, dst, 0, 2, 3, 1);
+    float[] d = new float[b0.length];
+    dst.floats().get(d);
+    for (int kv = 0; kv < 2; ++kv) {
+      assertArrayEquals(block(b, kv, 0), block(d, kv, 2), 0f);
+      assertArrayEquals(block(b, kv, 3), block(d, kv, 1), 0f);
+      assertArrayEquals(new float[BLK], block(d, kv, 0), 0f);
+    }
+    e = assertThrows(VattnException.class, () -> Vattn.swapBlocks(tb, Tensor.float32(2, 1, BS, HKV, D), 0, 0));
+    assertNotEquals(VATTN_OK, e.getStatus());
+
+    // Over a KvCache: layer 2 shares layer 0's memory.
+    KvCacheSpec spec = new KvCacheSpec().blockSize(BS).numKvHeads(HKV).headSize(D).dtype(VATTN_DTYPE_FLOAT32);
+    try (KvCache c = KvCache.create(new KvCacheSpec[] {spec, spec, spec}, new int[] {-1, -1, 0}, NB, null)) {
+      for (int l = 0; l < 2; ++l) {
+        Tensor t = c.layer(l);
+        float[] fill = data(2 * NB * BLK, 30 + l);
+        java.nio.ByteBuffer bb = java.nio.ByteBuffer.allocateDirect(fill.length * 4).order(java.nio.ByteOrder.nativeOrder());
+        bb.asFloatBuffer().put(fill);
+        Tensor src = Tensor.over(bb, VATTN_DTYPE_FLOAT32, t.shape(), null);
+        Vattn.swapBlocks(src, t, 0, 0, 1, 1, 2, 2, 3, 3); // fill the layer (compact NHD)
+      }
+      float[] l0 = c.layer(0).readFloats(), l1 = c.layer(1).readFloats();
+      c.copyBlocks(2, 0);
+      float[] n0 = c.layer(0).readFloats(), n1 = c.layer(1).readFloats(), n2 = c.layer(2).readFloats();
+      for (int kv = 0; kv < 2; ++kv) {
+        assertArrayEquals(block(l0, kv, 2), block(n0, kv, 0), 0f);
+        assertArrayEquals(block(l1, kv, 2), block(n1, kv, 0), 0f);
+        assertArrayEquals(block(l1, kv, 3), block(n1, kv, 3), 0f);
+      }
+      assertArrayEquals(n0, n2, 0f);
+    }
+  }
+
+  @Test public void v0SeqLenBlockTableArgs() {
+    // Two decodes of an encoder-decoder model.
+    vattn_v0_metadata_desc_t c = new vattn_v0_metadata_desc_t();
+    java.nio.LongBuffer slots = Vattn.direct(new long[] {1, 2});
+    java.nio.IntBuffer seq = Vattn.direct(new int[] {5, 3}), bt = Vattn.direct(new int[] {0, 1});
+    java.nio.IntBuffer enc = Vattn.direct(new int[] {4, 2}), cross = Vattn.direct(new int[] {7, 8});
+    c.setNum_seqs(2);
+    c.setNum_decode_tokens(2);
+    c.setSlot_mapping(slots);
+    c.setSlot_mapping_len(2);
+    c.setSeq_lens(seq);
+    c.setBlock_tables(bt);
+    c.setBlock_tables_cols(1);
+    c.setMax_query_len(1);
+    c.setMax_decode_seq_len(5);
+    c.setMax_decode_query_len(1);
+    c.setEncoder_seq_lens(enc);
+    c.setNum_encoder_tokens(6);
+    c.setMax_encoder_seq_len(4);
+    c.setCross_block_tables(cross);
+    c.setCross_block_tables_cols(1);
+    try (V0Metadata md = V0Metadata.create(c)) {
+      java.lang.ref.Reference.reachabilityFence(new Object[] {slots, seq, bt, enc, cross});
+      V0Metadata.SeqLenBlockTableArgs x = md.seqLenBlockTableArgs(false, VATTN_ATTN_ENCODER_DECODER);
+      assertArrayEquals(new int[] {4, 2}, x.seqLens);
+      assertEquals(4, x.maxSeqLen);
+      assertArrayEquals(new int[] {7, 8}, x.blockTable);
+      assertEquals(1, x.blockTableCols);
+      V0Metadata.SeqLenBlockTableArgs s = md.seqLenBlockTableArgs(false, VATTN_ATTN_DECODER);
+      assertArrayEquals(new int[] {5, 3}, s.seqLens);
+      assertEquals(5, s.maxSeqLen);
+      assertArrayEquals(new int[] {0, 1}, s.blockTable);
+      V0Metadata.SeqLenBlockTableArgs e = md.seqLenBlockTableArgs(false, VATTN_ATTN_ENCODER);
+      assertArrayEquals(new int[] {4, 2}, e.seqLens);
+      assertEquals(null, e.blockTable);
+      assertArrayEquals(new long[] {0, 6, 2}, md.numPrefillDecodeQueryKvTokens(VATTN_ATTN_ENCODER_DECODER));
+      VattnException ex = assertThrows(VattnException.class,
+          () -> md.seqLenBlockTableArgs(true, VATTN_ATTN_ENCODER_ONLY));
+      assertEquals(VATTN_ERR_INVALID_ARGUMENT, ex.getStatus());
+      assertTrue(ex.getMessage(), ex.getMessage().contains("attn_type"));
+      // describe: arrays readable while md is open.
+      vattn_v0_metadata_desc_t d = md.describe();
+      assertArrayEquals(new long[] {1, 2}, d.slotMappingArray());
+      assertArrayEquals(new int[] {4, 2}, d.encoderSeqLensArray());
+      assertArrayEquals(new int[] {7, 8}, d.crossBlockTablesArray());
+      assertEquals(null, d.contextLensArray());
+    }
+  }
 }
