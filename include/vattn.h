@@ -398,6 +398,33 @@ VATTN_API vattn_status_t vattn_slot_mapping_compute(const vattn_slot_mapping_arg
                                                     int64_t *slot_mapping,
                                                     int64_t slot_mapping_len);
 
+/* v1 slot mapping from tensors, computed on their device (CUDA-graph
+ * friendly: on CUDA nothing is read back and nothing synchronizes).  All four
+ * tensors on one device (CPU, or one CUDA device):
+ *   block_table      int32 [rows, cols], last dim contiguous (any row stride);
+ *                    every row's cols entries count as valid
+ *   query_start_loc  int32 [num_reqs + 1], contiguous; rows >= num_reqs
+ *   positions        int64 [T], contiguous (T tokens)
+ *   slot_mapping     int64 [>= T], contiguous: slot_mapping[i] for i < T, the
+ *                    tail [T, len) set to VATTN_PAD_SLOT_ID (-1)
+ * block_size > 0; num_cache_blocks >= 0 (0: block ids are not checked).  No
+ * context parallelism (use vattn_slot_mapping_compute for that).
+ * CPU tensors: exactly vattn_slot_mapping_compute (query_start_loc[num_reqs]
+ * must equal T; a block index beyond the row, a negative position or a block
+ * id outside [0, num_cache_blocks) is an error and nothing is written).
+ * CUDA tensors: asynchronous on `stream`; the shapes are checked on the host
+ * but the values are not (that would need a synchronization): a token whose
+ * block index is beyond the row, whose position is negative, whose block id is
+ * outside [0, num_cache_blocks), or which lies outside [query_start_loc[0],
+ * query_start_loc[num_reqs]) gets -1 instead of an error. */
+VATTN_API vattn_status_t vattn_slot_mapping_compute_tensors(const DLTensor *block_table,
+                                                            const DLTensor *query_start_loc,
+                                                            const DLTensor *positions,
+                                                            DLTensor *slot_mapping,
+                                                            int32_t block_size,
+                                                            int64_t num_cache_blocks,
+                                                            void *stream);
+
 /* v0 compute_slot_mapping_start_idx: max(0, query_len - sliding_window) for a
  * prompt with a window (sliding_window > 0), else 0. */
 VATTN_API vattn_status_t vattn_slot_mapping_v0_start_idx(int32_t is_prompt, int64_t query_len,
@@ -807,7 +834,8 @@ VATTN_API vattn_status_t vattn_layer_forward(const vattn_layer_t *layer, const v
  * cache (logical 5-D, any strides) at slot_mapping[i] (int64 [T] on the
  * cache's device); slot -1 is skipped; fp8 caches (uint8) store x / scale,
  * saturated. Slots >= num_blocks * block_size are an error on CPU; on CUDA
- * they are skipped and counted (see docs/errors.md). */
+ * they are skipped (never written, not reported: checking them would need a
+ * synchronization). */
 VATTN_API vattn_status_t vattn_reshape_and_cache(const DLTensor *key, const DLTensor *value,
                                                  DLTensor *kv_cache, const DLTensor *slot_mapping,
                                                  int32_t kv_cache_dtype, float k_scale,

@@ -63,6 +63,52 @@ cudaError_t launch_attention(const AttnParams &p, int32_t elem, int32_t cache, i
   }
 }
 
+bool decode_supported(int32_t elem, int32_t cache, int32_t hs) {
+  if (elem != kF16 && elem != kBF16) return false;
+  if (cache < kCacheAuto || cache > kCacheE5M2) return false;
+  switch (hs) {
+#define VATTN_X(H) case H:
+    VATTN_DEC_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    return true;
+    default: return false;
+  }
+}
+
+template <class T>
+static cudaError_t dec_prepare_t(int32_t cache, int32_t hs) {
+  switch (cache) {
+    case kCacheAuto: return decode_prepare_tc<T, kCacheAuto>(hs);
+    case kCacheE4M3: return decode_prepare_tc<T, kCacheE4M3>(hs);
+    case kCacheE5M2: return decode_prepare_tc<T, kCacheE5M2>(hs);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template <class T>
+static cudaError_t dec_launch_t(const AttnParams &p, int32_t cache, int32_t hs, int grid_x,
+                                cudaStream_t s) {
+  switch (cache) {
+    case kCacheAuto: return decode_launch_tc<T, kCacheAuto>(p, hs, grid_x, s);
+    case kCacheE4M3: return decode_launch_tc<T, kCacheE4M3>(p, hs, grid_x, s);
+    case kCacheE5M2: return decode_launch_tc<T, kCacheE5M2>(p, hs, grid_x, s);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+cudaError_t decode_prepare(int32_t elem, int32_t cache, int32_t hs) {
+  if (!decode_supported(elem, cache, hs)) return cudaErrorNotSupported;
+  return elem == kF16 ? dec_prepare_t<__half>(cache, hs) : dec_prepare_t<__nv_bfloat16>(cache, hs);
+}
+
+cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int32_t hs,
+                          int32_t grid_x, cudaStream_t s) {
+  if (!decode_supported(elem, cache, hs)) return cudaErrorNotSupported;
+  if (grid_x < 1) grid_x = 1;
+  return elem == kF16 ? dec_launch_t<__half>(p, cache, hs, grid_x, s)
+                      : dec_launch_t<__nv_bfloat16>(p, cache, hs, grid_x, s);
+}
+
 cudaError_t launch_plan_merge(const PlanMergeParams &p, int32_t elem, int32_t grid_x,
                               cudaStream_t s) {
   if (grid_x < 1) grid_x = 1;

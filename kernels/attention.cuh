@@ -340,49 +340,100 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
   }
 }
 
-// Merge pass: one warp per (token, head); lanes stride the head dimension.
+// Merge pass: one CTA of 4 warps per (token, head) unit; the LSE maximum
+// and sum are computed lane-parallel over the parts, then warp w accumulates
+// the parts i = w, w + 4, ... (lane: 4 consecutive dims, float4 loads, the
+// part weights broadcast by shuffles) and the 4 warps' sums are added in
+// shared memory.  head_size <= 256 and a multiple of 4.
 template <class T>
-__global__ void plan_merge_kernel(const PlanMergeParams p) {
+__global__ void __launch_bounds__(128) plan_merge_kernel(const PlanMergeParams p) {
+  __shared__ float4 red[4][64];  // [warp][head_size / 4]
   const int64_t total = static_cast<int64_t>(*p.num_tokens) * p.num_heads;
-  const int lane = threadIdx.x & 31;
-  const int64_t wpb = blockDim.x >> 5;
-  for (int64_t u = blockIdx.x * wpb + (threadIdx.x >> 5); u < total; u += gridDim.x * wpb) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int HS = p.head_size, D4 = HS / 4;
+  for (int64_t u = blockIdx.x; u < total; u += gridDim.x) {
     const int64_t t = u / p.num_heads;
     const int h = static_cast<int>(u - t * p.num_heads);
     const int2 tp = p.tok_parts[t];
-    if (tp.y == 0) continue;  // written by the attention kernel
+    if (tp.y == 0) continue;  // written by the attention kernel (uniform in the CTA)
     T *out = static_cast<T *>(p.out) + t * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
     if (tp.y < 0) {  // padding row
-      for (int d = lane; d < p.head_size; d += 32) out[d] = Elem<T>::from_f(0.f);
-      if (p.lse && lane == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = -INFINITY;
+      for (int d = threadIdx.x; d < HS; d += blockDim.x) out[d] = Elem<T>::from_f(0.f);
+      if (p.lse && threadIdx.x == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = -INFINITY;
       continue;
     }
     const int kvh = h / p.group, g = h - kvh * p.group;
+    auto row_of = [&](int i) {
+      return (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
+    };
     float mx = -INFINITY;
-    for (int i = 0; i < tp.y; ++i) {
-      const int64_t wr = (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
-      mx = fmaxf(mx, p.ws_lse[wr]);
-    }
+    for (int i = lane; i < tp.y; i += 32) mx = fmaxf(mx, p.ws_lse[row_of(i)]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     float sum = 0.f;
     if (mx != -INFINITY)
-      for (int i = 0; i < tp.y; ++i) {
-        const int64_t wr = (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
-        sum += expf(p.ws_lse[wr] - mx);
-      }
+      for (int i = lane; i < tp.y; i += 32) sum += expf(p.ws_lse[row_of(i)] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
     float fin = 1.f;  // sink rescale of the merged output
     if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
-    for (int d = lane; d < p.head_size; d += 32) {
-      float acc = 0.f;
-      if (mx != -INFINITY)
-        for (int i = 0; i < tp.y; ++i) {
-          const int64_t wr =
-              (static_cast<int64_t>(p.part_list[tp.x + i]) + g) * p.num_kv_heads + kvh;
-          acc += expf(p.ws_lse[wr] - mx) * p.ws_o[wr * p.head_size + d];
+    float4 acc[2];
+    acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (mx != -INFINITY) {
+      const float inv = 1.f / sum;
+      for (int i0 = 0; i0 < tp.y; i0 += 32) {
+        // lane k holds part i0 + k's row and weight; warp w uses parts = w mod 4.
+        const int i = i0 + lane;
+        int64_t wr = 0;
+        float wt = 0.f;
+        if (i < tp.y) {
+          wr = row_of(i);
+          wt = expf(p.ws_lse[wr] - mx) * inv;
         }
-      out[d] = Elem<T>::from_f(mx == -INFINITY ? 0.f : acc / sum * fin);
+        const int cnt = tp.y - i0 < 32 ? tp.y - i0 : 32;
+#pragma unroll 4
+        for (int j = warp; j < cnt; j += 4) {
+          const float wj = __shfl_sync(0xffffffffu, wt, j);
+          const int64_t rj = __shfl_sync(0xffffffffu, wr, j);
+          const float4 *src = reinterpret_cast<const float4 *>(p.ws_o + rj * HS);
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int d4 = lane + 32 * c;
+            if (d4 < D4) {
+              const float4 v = src[d4];
+              acc[c].x += wj * v.x;
+              acc[c].y += wj * v.y;
+              acc[c].z += wj * v.z;
+              acc[c].w += wj * v.w;
+            }
+          }
+        }
+      }
     }
-    if (p.lse && lane == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = lse;
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      if (lane + 32 * c < D4) red[warp][lane + 32 * c] = acc[c];
+    __syncthreads();
+    for (int d4 = threadIdx.x; d4 < D4; d4 += blockDim.x) {
+      float4 r = red[0][d4];
+#pragma unroll
+      for (int w = 1; w < 4; ++w) {
+        const float4 v = red[w][d4];
+        r.x += v.x;
+        r.y += v.y;
+        r.z += v.z;
+        r.w += v.w;
+      }
+      const float f = mx == -INFINITY ? 0.f : fin;
+      T *o4 = out + 4 * d4;
+      o4[0] = Elem<T>::from_f(r.x * f);
+      o4[1] = Elem<T>::from_f(r.y * f);
+      o4[2] = Elem<T>::from_f(r.z * f);
+      o4[3] = Elem<T>::from_f(r.w * f);
+    }
+    if (p.lse && threadIdx.x == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = lse;
+    __syncthreads();  // red is reused by the next unit
   }
 }
 

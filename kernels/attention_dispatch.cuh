@@ -5,6 +5,7 @@
 #pragma once
 
 #include "attention.cuh"
+#include "decode.cuh"
 
 namespace vattn {
 namespace kern {
@@ -49,15 +50,54 @@ cudaError_t attention_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStr
   }
 }
 
+// ---- decode kernel (decode.cuh): fewer head sizes, see decode_supported().
+#define VATTN_DEC_HEAD_SIZES(X) X(64) X(128) X(256)
+
+template <class T, int CACHE, int HS>
+cudaError_t decode_prepare_hs() {
+  return cudaFuncSetAttribute(decode_kernel<T, CACHE, HS>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(DecShape<HS, CACHE>::smem_bytes()));
+}
+
+template <class T, int CACHE>
+cudaError_t decode_prepare_tc(int hs) {
+  switch (hs) {
+#define VATTN_X(H) \
+  case H: return decode_prepare_hs<T, CACHE, H>();
+    VATTN_DEC_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template <class T, int CACHE>
+cudaError_t decode_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStream_t s) {
+  switch (hs) {
+#define VATTN_X(H)                                                                         \
+  case H:                                                                                  \
+    decode_kernel<T, CACHE, H><<<dim3(grid_x, p.num_kv_heads), DecShape<H, CACHE>::kThreads, \
+                                 DecShape<H, CACHE>::smem_bytes(), s>>>(p);                \
+    return cudaGetLastError();
+    VATTN_DEC_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    default: return cudaErrorNotSupported;
+  }
+}
+
 // Defined (explicitly instantiated) in attention_<type>_<cache>.cu.
 #define VATTN_ATTN_DECLARE(T, C)                                                        \
   extern template cudaError_t attention_prepare_tc<T, C>(int);                          \
   extern template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
-                                                        cudaStream_t);
+                                                        cudaStream_t);                  \
+  extern template cudaError_t decode_prepare_tc<T, C>(int);                             \
+  extern template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, cudaStream_t);
 #define VATTN_ATTN_INSTANTIATE(T, C)                                             \
   template cudaError_t attention_prepare_tc<T, C>(int);                          \
   template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
-                                                 cudaStream_t);
+                                                 cudaStream_t);                  \
+  template cudaError_t decode_prepare_tc<T, C>(int);                             \
+  template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, cudaStream_t);
 
 }  // namespace kern
 }  // namespace vattn

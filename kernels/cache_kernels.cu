@@ -58,12 +58,14 @@ cudaError_t launch_slot_mapping(const int32_t *block_table, int64_t bt_stride,
                                 const int32_t *num_blocks_per_row, int64_t max_blocks,
                                 const int32_t *query_start_loc, int64_t num_reqs,
                                 const int64_t *positions, int64_t num_tokens, int32_t block_size,
-                                int64_t *slot_mapping, int64_t slot_len, cudaStream_t s) {
+                                int64_t num_cache_blocks, int64_t *slot_mapping, int64_t slot_len,
+                                cudaStream_t s) {
   if (slot_len <= 0) return cudaSuccess;
   if (num_reqs <= 0) num_tokens = 0;
   slot_mapping_kernel<<<grid_for(slot_len), kThreads, 0, s>>>(
-      block_table, bt_stride, num_blocks_per_row, max_blocks, query_start_loc, num_reqs, positions,
-      num_tokens, block_size, slot_mapping, slot_len);
+      block_table, bt_stride, num_blocks_per_row, max_blocks, query_start_loc,
+      num_reqs > 0 ? num_reqs : 0, positions, num_tokens, block_size, num_cache_blocks,
+      slot_mapping, slot_len);
   return cudaGetLastError();
 }
 

@@ -84,15 +84,17 @@ __global__ void cache_write_kernel(CacheWriteParams p) {
   }
 }
 
-// One thread per token; tokens past num_tokens (up to slot_len) get PAD.
+// One thread per token; tokens past num_tokens (up to slot_len) get PAD, and
+// so does every token the host variant would reject (see launch.h).
 __global__ void slot_mapping_kernel(const int32_t *block_table, int64_t bt_stride,
                                     const int32_t *num_blocks_per_row, int64_t max_blocks,
                                     const int32_t *qsl, int64_t num_reqs,
                                     const int64_t *positions, int64_t num_tokens,
-                                    int32_t block_size, int64_t *slot, int64_t slot_len) {
+                                    int32_t block_size, int64_t num_cache_blocks, int64_t *slot,
+                                    int64_t slot_len) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < slot_len;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    if (i >= num_tokens) {
+    if (i >= num_tokens || i < qsl[0] || i >= qsl[num_reqs]) {
       slot[i] = -1;
       continue;
     }
@@ -109,7 +111,12 @@ __global__ void slot_mapping_kernel(const int32_t *block_table, int64_t bt_strid
       slot[i] = -1;
       continue;
     }
-    slot[i] = static_cast<int64_t>(block_table[lo * bt_stride + bi]) * block_size + pos % block_size;
+    const int64_t id = block_table[lo * bt_stride + bi];
+    if (id < 0 || (num_cache_blocks > 0 && id >= num_cache_blocks)) {
+      slot[i] = -1;
+      continue;
+    }
+    slot[i] = id * block_size + pos % block_size;
   }
 }
 

@@ -51,13 +51,16 @@ cudaError_t launch_cache_write(const CacheWriteParams &p, int32_t elem, int32_t 
 // slot[i] = block_table[req(i) * bt_stride + pos[i] / block_size] * block_size
 //           + pos[i] % block_size for i < num_tokens, req(i) from
 // query_start_loc (num_reqs + 1 entries); PAD (-1) for i in [num_tokens,
-// slot_len).  Positions past the row's valid blocks give -1 (the host API
-// validates, the device path never faults).
+// slot_len).  The device path never faults and reports nothing: -1 for a
+// token outside [qsl[0], qsl[num_reqs]), a negative position, a block index
+// past the row's valid blocks (num_blocks_per_row[r], else max_blocks) or a
+// block id outside [0, num_cache_blocks) (num_cache_blocks > 0).
 cudaError_t launch_slot_mapping(const int32_t *block_table, int64_t bt_stride,
                                 const int32_t *num_blocks_per_row, int64_t max_blocks,
                                 const int32_t *query_start_loc, int64_t num_reqs,
                                 const int64_t *positions, int64_t num_tokens, int32_t block_size,
-                                int64_t *slot_mapping, int64_t slot_len, cudaStream_t stream);
+                                int64_t num_cache_blocks, int64_t *slot_mapping, int64_t slot_len,
+                                cudaStream_t stream);
 
 // ---- paged / varlen attention --------------------------------------------------------
 // One request of a plan (device array).  Query rows of a request are the
@@ -111,6 +114,8 @@ struct AttnParams {
   int32_t window_left;   // < 0: none.  key j visible iff qpos - j <= window_left
   int32_t window_right;  // < 0: none.  key j visible iff j - qpos <= window_right
   int32_t allow_causal;  // 0: ignore the requests' causal flag (encoder / cross)
+  // decode_kernel only: its items are [*first_item, *num_items) (device).
+  const int32_t *first_item;
 };
 bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
 // Raises the dynamic shared-memory limit of the kernel (once per process;
@@ -118,6 +123,17 @@ bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
 cudaError_t attention_prepare(int32_t elem, int32_t cache, int32_t head_size);
 cudaError_t launch_attention(const AttnParams &p, int32_t elem, int32_t cache, int32_t head_size,
                              int32_t grid_x, cudaStream_t stream);
+
+// Decode-specialised kernel (kernels/decode.cuh) over the paged cache: items
+// [*p.first_item, *p.num_items), each of at most 16 rows, kv_begin a multiple
+// of 16; block_size a multiple of 16.  Compiled for fewer head sizes than
+// attention_kernel (decode_supported); the caller routes the rest there.
+bool decode_supported(int32_t elem, int32_t cache, int32_t head_size);
+cudaError_t decode_prepare(int32_t elem, int32_t cache, int32_t head_size);
+cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int32_t head_size,
+                          int32_t grid_x, cudaStream_t stream);
+constexpr int kDecodeRows = 16;     // rows per decode item
+constexpr int kDecodeKeyAlign = 16;  // decode items start at multiples of this
 
 // Merge pass of a plan: for every token t < *num_tokens and head h,
 // tok_parts[t] = (offset, count): count > 0 merges the partial rows

@@ -28,4 +28,13 @@ vattn_status_t cuda_copy_blocks(DLTensor *const *kv_caches, size_t num_layers,
 vattn_status_t cuda_swap_blocks(const DLTensor *src, DLTensor *dst, const int64_t *block_mapping,
                                 size_t num_pairs, void *stream);
 
+// vattn_slot_mapping_compute_tensors on CUDA tensors (validated by the API
+// layer): asynchronous, -1 for tokens the host variant would reject.
+vattn_status_t cuda_slot_mapping_tensors(int32_t device, const int32_t *block_table,
+                                         int64_t bt_stride, int64_t bt_cols,
+                                         const int32_t *query_start_loc, int64_t num_reqs,
+                                         const int64_t *positions, int64_t num_tokens,
+                                         int32_t block_size, int64_t num_cache_blocks,
+                                         int64_t *slot_mapping, int64_t slot_len, void *stream);
+
 }  // namespace vattn

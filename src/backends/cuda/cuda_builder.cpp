@@ -17,6 +17,7 @@
 //    equivalent single pass (same result when the prefix blocks are shared,
 //    which is what cascade requires).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cuda/cuda_backend_impl.h"
@@ -33,9 +34,21 @@ constexpr int kDefaultMaxSplits = 16;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+// Decode kernel (kernels/decode.cuh) scheduling: a request whose query
+// rows (query_len * G) fit one 16-row item goes to the decode kernel; its
+// key range is split so that the kernel's CTAs fill the GPU in as few waves
+// as possible (cost model below).
+constexpr int kDecMinKeysPerSplit = 256;
+constexpr int kDecDefaultMaxSplits = 64;
+constexpr int64_t kDecCtaOverheadKeys = 128;  // fixed cost of a CTA, in keys
+                                              // (VATTN_CUDA_DECODE_CTA_KEYS overrides)
+
 struct BuilderCfg {
   vattn_builder_options_t o;
   int32_t num_sms = 0, max_splits = 0;
+  bool decode = false;  // decode items scheduled for the decode kernel
+  int32_t dec_slots = 0, dec_max_splits = 0;
+  int64_t dec_cta_keys = kDecCtaOverheadKeys;
   int32_t group = 1, tokens_per_tile = 1;
   int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;
 };
@@ -150,12 +163,21 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   }
 
   // ---- tiles
-  std::vector<TileDesc> tiles;
+  std::vector<TileDesc> tiles, dtiles;  // general, decode
   bool cascade = P > 0 && md.causal && real > 0;
   if (cascade && 2 * real * G > c_.ws_rows) cascade = false;  // fall back (see top comment)
   const int64_t kv_floor = cascade ? P : 0;
+  const bool use_dec = c_.decode && !cascade;
   for (int64_t r = 0; r < nreq; ++r) {
     const kern::AttnReq &q = reqs[r];
+    if (use_dec && q.q_len >= 1 && q.q_len * G <= kern::kDecodeRows) {
+      int64_t hi = q.kv_len;
+      if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + q.q_len);
+      hi = std::max<int64_t>(hi, 0);
+      dtiles.push_back(TileDesc{static_cast<int32_t>(r), 0, q.q_len, 0, static_cast<int32_t>(hi),
+                                q.kv_len});
+      continue;
+    }
     for (int32_t t0 = 0; t0 < q.q_len; t0 += tpt) {
       const int32_t nt = std::min<int32_t>(tpt, q.q_len - t0);
       int64_t hi = q.kv_len;
@@ -183,7 +205,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   }
 
   // ---- split-KV decision
-  const int64_t base = static_cast<int64_t>(tiles.size()) * o.num_kv_heads;
+  const int64_t base = static_cast<int64_t>(tiles.size() + dtiles.size()) * o.num_kv_heads;
   const int64_t target = 2LL * c_.num_sms;
   int want = 1;
   if (!cascade && base > 0 && base < target)
@@ -242,6 +264,74 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
       }
     }
   }
+  const int64_t n_gen = n_items;
+
+  // ---- decode items: pick one split count s for the batch (each tile uses
+  // min(s, range / kDecMinKeysPerSplit) chunks) minimising the modelled
+  // time waves(s) * (longest chunk + CTA overhead), within the plan's
+  // workspace and item capacity; ties go to fewer splits.
+  if (!dtiles.empty()) {
+    auto split_of = [&](const TileDesc &t, int s, int64_t *chunk) {
+      const int64_t range = t.kv_hi - t.kv_lo;
+      int st = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / kDecMinKeysPerSplit)));
+      *chunk = range;
+      if (st > 1) {
+        *chunk = ((range + st - 1) / st + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+        st = static_cast<int>((range + *chunk - 1) / *chunk);
+      }
+      return st;
+    };
+    int64_t max_range = 0;
+    for (const TileDesc &t : dtiles) max_range = std::max<int64_t>(max_range, t.kv_hi - t.kv_lo);
+    const int s_cap = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>(c_.dec_max_splits, max_range / kDecMinKeysPerSplit)));
+    int best_s = 1;
+    int64_t best_cost = -1;
+    for (int s = 1; s <= s_cap; ++s) {
+      int64_t items_s = 0, ws_s = 0, longest = 0;
+      for (const TileDesc &t : dtiles) {
+        int64_t chunk = 0;
+        const int st = split_of(t, s, &chunk);
+        items_s += st;
+        if (st > 1) ws_s += static_cast<int64_t>(st) * t.ntok * G;
+        longest = std::max(longest, chunk);
+      }
+      if (s > 1 && (n_items + items_s > c_.cap_items || ws_next + ws_s > c_.ws_rows)) break;
+      const int64_t ctas = items_s * o.num_kv_heads;
+      const int64_t waves = (ctas + c_.dec_slots - 1) / c_.dec_slots;
+      const int64_t cost = waves * (longest + c_.dec_cta_keys);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best_s = s;
+      }
+    }
+    if (n_items + static_cast<int64_t>(dtiles.size()) > c_.cap_items)
+      return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c_.cap_items);
+    for (const TileDesc &t : dtiles) {
+      int64_t chunk = 0;
+      const int s = split_of(t, best_s, &chunk);
+      const int32_t rows = t.ntok * G;
+      for (int i = 0; i < s; ++i) {
+        kern::AttnItem &it = items[n_items++];
+        it.req = t.req;
+        it.q_row0 = 0;
+        it.num_rows = rows;
+        it.kv_begin = static_cast<int32_t>(t.kv_lo + i * chunk);
+        it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
+        it.ws_base = s > 1 ? static_cast<int32_t>(ws_next) : -1;
+        it.pad0_ = it.pad1_ = 0;
+        if (s > 1) {
+          const int32_t tok_first = reqs[t.req].q_start;
+          for (int32_t k = 0; k < t.ntok; ++k) {
+            parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
+            ++cnt[tok_first + k];
+          }
+          ws_next += rows;
+        }
+      }
+    }
+  }
+
   if (static_cast<int64_t>(parts.size()) > c_.cap_parts)
     return fail(VATTN_ERR_INTERNAL, "plan part capacity exceeded");
   // Counting sort of the parts by token.
@@ -258,7 +348,8 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   hdr[0] = static_cast<int32_t>(n_items);
   hdr[1] = static_cast<int32_t>(ntok_out);
   hdr[2] = static_cast<int32_t>(md.slot_mapping.size());
-  for (int i = 3; i < 8; ++i) hdr[i] = 0;
+  hdr[3] = static_cast<int32_t>(n_gen);
+  for (int i = 4; i < 8; ++i) hdr[i] = 0;
 
   int32_t *bt = plan->h<int32_t>(L.block_table);
   const int64_t cols = std::min<int64_t>(md.block_table_cols, o.max_blocks_per_req);
@@ -291,9 +382,18 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     return static_cast<int32_t>(std::max(lo, std::min(hi, v)));
   };
   const int64_t attn_floor = capture ? (4LL * c_.num_sms + o.num_kv_heads - 1) / o.num_kv_heads : 1;
-  plan->grid_attn = clampi(std::max<int64_t>(n_items, attn_floor), 1, 65535);
-  const int64_t merge_units = (ntok_out * o.num_heads + 3) / 4;
+  // General items first: a captured graph launches both kernels with these
+  // floors, each reading its item range on the device.
+  const int64_t n_dec = n_items - n_gen;
+  plan->grid_attn = clampi(std::max<int64_t>(n_gen, attn_floor), 1, 65535);
+  const int64_t dec_floor =
+      capture ? (2LL * c_.dec_slots + o.num_kv_heads - 1) / o.num_kv_heads : 1;
+  plan->grid_dec = clampi(std::max<int64_t>(n_dec, dec_floor), 1, 65535);
+  const int64_t merge_units = ntok_out * o.num_heads;  // one CTA per (token, head)
   plan->grid_merge = clampi(capture ? 16LL * c_.num_sms : merge_units, 1, 16LL * c_.num_sms);
+  plan->num_gen_items = static_cast<int32_t>(n_gen);
+  plan->capture = capture;
+  plan->needs_merge = capture || !parts.empty() || ntok_out > real;
   plan->grid_cache = clampi(capture ? o.max_num_tokens : static_cast<int64_t>(md.slot_mapping.size()),
                             1, o.max_num_tokens);
   plan->num_items = static_cast<int32_t>(n_items);
@@ -337,10 +437,18 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
     c.num_sms = n > 0 ? n : 1;
   }
   c.max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDefaultMaxSplits;
+  // VATTN_CUDA_DECODE_KERNEL=0 routes decode requests to attention_kernel.
+  const char *dk = std::getenv("VATTN_CUDA_DECODE_KERNEL");
+  c.decode = G <= kern::kDecodeRows && o.block_size % kern::kDecodeKeyAlign == 0 &&
+             !(dk && std::strcmp(dk, "0") == 0);
+  c.dec_slots = c.num_sms * (o.head_size >= 256 ? 1 : 2);  // resident decode CTAs
+  c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
+  if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
   const int64_t tiles_bound = o.max_num_tokens / c.tokens_per_tile + o.max_num_reqs + 2;
-  c.cap_items = 2 * tiles_bound + 4LL * c.num_sms + 64;
-  c.ws_rows = std::max<int64_t>(static_cast<int64_t>(o.max_num_reqs) * c.max_splits,
-                                2 * std::min<int64_t>(o.max_num_tokens, 4096)) * G;
+  c.cap_items = 2 * tiles_bound + 4LL * c.num_sms + 2LL * c.dec_slots + 64;
+  c.ws_rows = std::max<int64_t>({static_cast<int64_t>(o.max_num_reqs) * c.max_splits,
+                                 2 * std::min<int64_t>(o.max_num_tokens, 4096),
+                                 c.decode ? 2LL * c.dec_slots : 0}) * G;
   c.cap_parts = c.ws_rows;
   *out = std::make_unique<CudaBuilder>(c);
   return VATTN_OK;

@@ -9,6 +9,7 @@
 //                   a window is one-sided as FlashAttention's (w - 1, 0)
 //  ENCODER          dense keys: the request's own key/value rows, never causal
 //  ENCODER_ONLY     dense keys, two-sided window |qpos - j| <= w - 1
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -51,6 +52,8 @@ vattn_status_t CudaLayer::init() {
     DeviceGuard g(d);
     if (!g.ok()) continue;
     VATTN_CUDA_TRY(kern::attention_prepare(elem, cache, p_.head_size), "preparing the attention kernel");
+    if (kern::decode_supported(elem, cache, p_.head_size))
+      VATTN_CUDA_TRY(kern::decode_prepare(elem, cache, p_.head_size), "preparing the decode kernel");
   }
   if (p_.alibi_slopes.empty() && p_.sinks.empty()) return VATTN_OK;
   if (n == 0)
@@ -201,8 +204,27 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
   ap.allow_causal = p_.attn_type == VATTN_ATTN_DECODER ? 1 : 0;
   // Dense K/V comes in the layer dtype even when the layer has an fp8 cache.
   const int32_t kv_cache_kind = sum.dense_kv ? kern::kCacheAuto : cache;
-  VATTN_CUDA_TRY(kern::launch_attention(ap, elem, kv_cache_kind, p_.head_size, plan->grid_attn, stream),
-                 "attention kernel");
+  // Paged layers run the plan's decode items (after the general ones) with
+  // the decode kernel; dense K/V or a head size without a decode kernel
+  // runs every item with attention_kernel.  A plan built for capture
+  // launches both kernels (each reads its item count on the device).
+  ap.first_item = hdr + 3;
+  const bool dec = ap.paged && kern::decode_supported(elem, kv_cache_kind, p_.head_size);
+  if (dec) {
+    ap.num_items = hdr + 3;  // general items [0, header[3])
+    if (plan->capture || plan->num_gen_items > 0)
+      VATTN_CUDA_TRY(kern::launch_attention(ap, elem, kv_cache_kind, p_.head_size, plan->grid_attn, stream),
+                     "attention kernel");
+    ap.num_items = hdr;  // decode items [header[3], header[0])
+    if (plan->capture || plan->num_items > plan->num_gen_items)
+      VATTN_CUDA_TRY(kern::launch_decode(ap, elem, kv_cache_kind, p_.head_size, plan->grid_dec, stream),
+                     "decode kernel");
+  } else {
+    const int32_t grid = std::max<int32_t>(plan->grid_attn, std::min<int32_t>(plan->num_items, 65535));
+    VATTN_CUDA_TRY(kern::launch_attention(ap, elem, kv_cache_kind, p_.head_size, grid, stream),
+                   "attention kernel");
+  }
+  if (!plan->needs_merge) return VATTN_OK;
 
   kern::PlanMergeParams mp{};
   mp.out = ap.out;

@@ -232,4 +232,21 @@ vattn_status_t cuda_swap_blocks(const DLTensor *src, DLTensor *dst, const int64_
   return VATTN_OK;
 }
 
+vattn_status_t cuda_slot_mapping_tensors(int32_t device, const int32_t *block_table,
+                                         int64_t bt_stride, int64_t bt_cols,
+                                         const int32_t *query_start_loc, int64_t num_reqs,
+                                         const int64_t *positions, int64_t num_tokens,
+                                         int32_t block_size, int64_t num_cache_blocks,
+                                         int64_t *slot_mapping, int64_t slot_len, void *stream) {
+  if (slot_len == 0) return VATTN_OK;
+  DeviceGuard g(device);
+  if (!g.ok()) return fail(VATTN_ERR_NO_DEVICE, "cannot make CUDA device %d current", device);
+  VATTN_CUDA_TRY(kern::launch_slot_mapping(block_table, bt_stride, nullptr, bt_cols,
+                                           query_start_loc, num_reqs, positions, num_tokens,
+                                           block_size, num_cache_blocks, slot_mapping, slot_len,
+                                           static_cast<cudaStream_t>(stream)),
+                 "slot mapping kernel");
+  return VATTN_OK;
+}
+
 }  // namespace vattn

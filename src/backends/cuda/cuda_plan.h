@@ -5,7 +5,8 @@
 //
 // One device allocation holds, at fixed offsets:
 //   header[8]     int32: [0] items, [1] output tokens (num_actual_tokens),
-//                 [2] slot-mapping length
+//                 [2] slot-mapping length, [3] general items (the decode
+//                 kernel's items are [header[3], header[0]))
 //   reqs          AttnReq[max_num_reqs + 1]   (+1: cascade prefix pass)
 //   items         AttnItem[cap_items]
 //   tok_parts     int2[max_num_tokens]        (merge pass: offset, count)
@@ -44,9 +45,12 @@ class CudaPlan final : public PlanImpl {
   void *event = nullptr;  // cudaEvent_t: last upload done
 
   // Host values of the last build (grid sizes; never read by kernels).
-  int32_t num_items = 0;
-  int32_t grid_attn = 1, grid_merge = 1, grid_cache = 1;
+  int32_t num_items = 0;     // all items: general [0, num_gen_items), decode after
+  int32_t num_gen_items = 0;  // items for attention_kernel (header[3] on the device)
+  int32_t grid_attn = 1, grid_merge = 1, grid_cache = 1, grid_dec = 1;
   bool cascade_active = false;
+  bool capture = false;      // built for graph capture: launch every kernel
+  bool needs_merge = true;   // split parts or padding rows exist (or capture)
 
   template <class T>
   T *d(size_t off) const { return reinterpret_cast<T *>(dev + off); }

@@ -1,0 +1,360 @@
+// decode.cuh -- the decode-specialised paged attention kernel: work items of
+// at most 16 query rows (a decode token's G query heads, or a few tokens of a
+// short speculative request) against a key range of the paged cache.
+//
+// Work decomposition: grid = (grid_x, num_kv_heads); CTA (x, kvh) walks the
+// plan's items [*first_item + x, *num_items) with stride grid_x (counts on
+// the device, see launch.h).  The CTA's 4 warps share the item's 16 query
+// rows (Q in shared memory) and split its keys: warp w takes the 16-key
+// tiles w, w + 4, w + 8, ... (a tile never crosses a cache block: block_size
+// is a multiple of 16 and item key ranges start at multiples of 16).
+// Each warp streams its tiles through its own NST-stage cp.async pipeline
+// (16-byte copies; no CTA barrier in the loop), computes S = Q K^T and
+// O += P V with mma.m16n8k16 and keeps its own online-softmax state; the
+// block ids of its next 32 tiles sit one per lane in a register.  At the
+// end the four partial states are merged through shared memory and the
+// item's rows are written (final output, or fp32 partials + LSE for the
+// plan's merge pass), exactly as attention_kernel writes them.
+//
+// fp8 caches: the raw bytes are staged by cp.async and decoded exactly to T
+// into a per-warp 16-bit tile (K, then V) before the mma; k_scale multiplies
+// the score and v_scale the output.  Masks, soft-cap, ALiBi and sinks as in
+// attention.cuh.
+#pragma once
+
+#include <type_traits>
+
+#include "attention.cuh"
+
+namespace vattn {
+namespace kern {
+
+template <int HS, int CACHE>
+struct DecShape {
+  static constexpr int KT = 16;  // keys per warp tile
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int SROW = HS + 8;  // 16-bit shared row stride (elements)
+  static constexpr bool kFp8 = CACHE != kCacheAuto;
+  static constexpr int NST = kFp8 ? 4 : (HS >= 256 ? 2 : 3);
+  static constexpr int RAW_ROW = kFp8 ? HS + 16 : SROW * 2;  // bytes per staged key row
+  static constexpr int STAGE = 2 * KT * RAW_ROW;              // K rows then V rows
+  static constexpr int CONV = kFp8 ? KT * SROW * 2 : 0;       // decoded 16-bit tile
+  static constexpr int WARP_BYTES = NST * STAGE + CONV;
+  static constexpr int Q_BYTES = 16 * SROW * 2;
+  static constexpr int RED_BYTES = kWarps * 16 * (HS + 2) * 4;
+  static constexpr int BODY = kWarps * WARP_BYTES > RED_BYTES ? kWarps * WARP_BYTES : RED_BYTES;
+  static constexpr size_t smem_bytes() { return static_cast<size_t>(Q_BYTES + BODY); }
+};
+
+template <class T, int CACHE, int HS>
+__global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
+  using S = DecShape<HS, CACHE>;
+  constexpr int KT = S::KT, SROW = S::SROW, NST = S::NST;
+  constexpr int DF = HS / 8;
+  constexpr bool kFp8 = S::kFp8;
+  using KVT = typename std::conditional<kFp8, uint8_t, T>::type;
+  constexpr int CH = kFp8 ? HS / 16 : HS / 8;  // 16-byte chunks per key row
+  constexpr int EPC = 16 / sizeof(KVT);        // elements per chunk
+
+  extern __shared__ uint4 smem_u4[];
+  char *smem = reinterpret_cast<char *>(smem_u4);
+  T *sQ = reinterpret_cast<T *>(smem);
+  char *body = smem + S::Q_BYTES;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3;
+  const int kvh = blockIdx.y;
+  const int G = p.group;
+  const int first = *p.first_item;
+  const int n_items = *p.num_items;
+  const T *qbase = static_cast<const T *>(p.q);
+  const KVT *kbase = static_cast<const KVT *>(p.k);
+  const KVT *vbase = static_cast<const KVT *>(p.v);
+  const float score_scale = p.scale * p.k_scale;
+  const bool use_softcap = p.softcap > 0.f;
+
+  char *wbase = body + warp * S::WARP_BYTES;
+  T *sConv = reinterpret_cast<T *>(wbase + NST * S::STAGE);  // fp8 only
+
+  for (int item_idx = first + blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
+    const AttnItem it = p.items[item_idx];
+    const AttnReq rq = p.reqs[it.req];
+    const bool causal = rq.causal != 0 && p.allow_causal != 0;
+    const int qpos0 = rq.q_pos0;
+
+    __syncthreads();  // the previous item is done with shared memory
+    for (int c = tid; c < 16 * (HS / 8); c += S::kThreads) {
+      const int row = c / (HS / 8), ch = c - row * (HS / 8);
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (row < it.num_rows) {
+        const int lr = it.q_row0 + row;
+        const int64_t tok = rq.q_start + lr / G;
+        const int h = kvh * G + lr % G;
+        val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
+                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
+      }
+      *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
+    }
+
+    int qpos[2], head[2];
+    bool rvalid[2];
+    float slope[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = gq + 8 * i;
+      rvalid[i] = row < it.num_rows;
+      const int lr = it.q_row0 + (rvalid[i] ? row : 0);
+      qpos[i] = qpos0 + lr / G;
+      head[i] = kvh * G + lr % G;
+      slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
+    }
+    const int qmin = qpos0 + it.q_row0 / G;
+    const int qmax = qpos0 + (it.q_row0 + it.num_rows - 1) / G;
+    int kend = it.kv_end < rq.kv_len ? it.kv_end : rq.kv_len;
+    if (causal && kend > qmax + 1) kend = qmax + 1;
+    if (p.window_right >= 0 && kend > qmax + p.window_right + 1) kend = qmax + p.window_right + 1;
+    int kstart = it.kv_begin;
+    if (p.window_left >= 0 && qmin - p.window_left > kstart)
+      kstart += ((qmin - p.window_left - kstart) / KT) * KT;
+    const int ntiles = kend > kstart ? (kend - kstart + KT - 1) / KT : 0;
+    const int nw = ntiles > warp ? (ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
+    const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
+    __syncthreads();  // Q visible
+
+    float o[DF][4];
+#pragma unroll
+    for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    // Block ids of this warp's tiles [blk_base, blk_base + 32), one per lane.
+    int blk_reg = 0;
+    auto fetch_ids = [&](int tile0) {
+      const int t = tile0 + lane;
+      const int k0 = kstart + (warp + S::kWarps * t) * KT;
+      blk_reg = t < nw ? bt_row[k0 / p.block_size] : 0;
+    };
+    auto issue = [&](int t) {  // warp-uniform; t < nw
+      if ((t & 31) == 0) fetch_ids(t);
+      const int k0 = kstart + (warp + S::kWarps * t) * KT;
+      const int64_t blk = __shfl_sync(0xffffffffu, blk_reg, t & 31);
+      const int off0 = k0 % p.block_size;
+      char *st = wbase + (t % NST) * S::STAGE;
+      const KVT *kb = kbase + blk * p.k_stride_block + static_cast<int64_t>(kvh) * p.k_stride_head;
+      const KVT *vb = vbase + blk * p.v_stride_block + static_cast<int64_t>(kvh) * p.v_stride_head;
+#pragma unroll
+      for (int c = lane; c < KT * CH; c += 32) {
+        const int kr = c / CH, ch = c - kr * CH;
+        const bool ok = k0 + kr < kend;
+        const int64_t to = static_cast<int64_t>(off0 + kr);
+        cp_async_16(st + kr * S::RAW_ROW + ch * 16, ok ? kb + to * p.k_stride_tok + ch * EPC : kbase,
+                    ok);
+        cp_async_16(st + (KT + kr) * S::RAW_ROW + ch * 16,
+                    ok ? vb + to * p.v_stride_tok + ch * EPC : vbase, ok);
+      }
+    };
+    // fp8: decode 16 staged rows (raw bytes) into sConv.
+    auto convert = [&](const char *raw) {
+      if constexpr (kFp8) {
+#pragma unroll
+      for (int c = lane; c < KT * (HS / 16); c += 32) {
+        const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
+        const uint4 r = *reinterpret_cast<const uint4 *>(raw + kr * S::RAW_ROW + ch * 16);
+        const uint16_t *b2 = reinterpret_cast<const uint16_t *>(&r);
+        uint32_t w[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          // Two bytes at once (exact: fp8 -> half -> float -> T loses nothing).
+          const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(
+              static_cast<__nv_fp8x2_storage_t>(b2[e]), Fp8<CACHE>::kInterp);
+          if constexpr (std::is_same<T, __half>::value) {
+            w[e] = static_cast<uint32_t>(h2.x) | (static_cast<uint32_t>(h2.y) << 16);
+          } else {
+            const float2 f = __half22float2(__half2(h2));
+            w[e] = Elem<T>::pack2(f.x, f.y);
+          }
+        }
+        uint4 *d = reinterpret_cast<uint4 *>(sConv + kr * SROW + ch * 16);
+        d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+        d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+      }
+      }
+    };
+
+#pragma unroll
+    for (int s = 0; s < NST - 1; ++s) {
+      if (s < nw) issue(s);
+      cp_async_commit();
+    }
+    for (int t = 0; t < nw; ++t) {
+      if (t + NST - 1 < nw) issue(t + NST - 1);
+      cp_async_commit();
+      cp_async_wait_group<NST - 1>();
+      __syncwarp();
+      const char *st = wbase + (t % NST) * S::STAGE;
+      const int k0 = kstart + (warp + S::kWarps * t) * KT;
+      const T *sK, *sV;
+      if constexpr (kFp8) {
+        convert(st);
+        __syncwarp();
+        sK = sConv;
+      } else {
+        sK = reinterpret_cast<const T *>(st);
+      }
+
+      // ---- S = Q K^T (16 rows x 16 keys)
+      float s[2][4];
+#pragma unroll
+      for (int f = 0; f < 2; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < HS / 16; ++kk) {
+        uint32_t a[4], b[4];
+        ldmatrix_x4(a, sQ + (lane & 15) * SROW + kk * 16 + (lane >> 4) * 8);
+        ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 + 8 * ((lane >> 3) & 1));
+        mma_16816<T>(s[0], a, b[0], b[1]);
+        mma_16816<T>(s[1], a, b[2], b[3]);
+      }
+
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int f = 0; f < 2; ++f) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e >> 1;
+          const int j = k0 + f * 8 + 2 * tq + (e & 1);
+          float x = s[f][e] * score_scale;
+          if (use_softcap) x = p.softcap * tanhf(x / p.softcap);
+          x -= slope[i] * fabsf(static_cast<float>(j - qpos[i]));
+          bool vis = rvalid[i] && j < kend;
+          if (causal) vis = vis && j <= qpos[i];
+          if (p.window_left >= 0) vis = vis && qpos[i] - j <= p.window_left;
+          if (p.window_right >= 0) vis = vis && j - qpos[i] <= p.window_right;
+          x = vis ? x * kLog2e : -INFINITY;
+          s[f][e] = x;
+          mx[i] = fmaxf(mx[i], x);
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        const float mnew = fmaxf(m[i], mx[i]);
+        alpha[i] = mnew == -INFINITY ? 1.f : exp2f(m[i] - mnew);
+        m[i] = mnew;
+      }
+      float rs[2] = {0.f, 0.f};
+#pragma unroll
+      for (int f = 0; f < 2; ++f) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e >> 1;
+          const float pe = m[i] == -INFINITY ? 0.f : exp2f(s[f][e] - m[i]);
+          s[f][e] = pe;
+          rs[i] += pe;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + rs[i];
+#pragma unroll
+      for (int f = 0; f < DF; ++f) {
+        o[f][0] *= alpha[0];
+        o[f][1] *= alpha[0];
+        o[f][2] *= alpha[1];
+        o[f][3] *= alpha[1];
+      }
+
+      if constexpr (kFp8) {
+        __syncwarp();  // K reads of sConv done
+        convert(st + KT * S::RAW_ROW);
+        __syncwarp();
+        sV = sConv;
+      } else {
+        sV = reinterpret_cast<const T *>(st + KT * S::RAW_ROW);
+      }
+      // ---- O += P V (16 keys)
+      {
+        uint32_t a[4];
+        a[0] = Elem<T>::pack2(s[0][0], s[0][1]);
+        a[1] = Elem<T>::pack2(s[0][2], s[0][3]);
+        a[2] = Elem<T>::pack2(s[1][0], s[1][1]);
+        a[3] = Elem<T>::pack2(s[1][2], s[1][3]);
+#pragma unroll
+        for (int d2 = 0; d2 < HS / 16; ++d2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, sV + ((lane & 7) + 8 * ((lane >> 3) & 1)) * SROW + d2 * 16 +
+                                   8 * (lane >> 4));
+          mma_16816<T>(o[2 * d2], a, b[0], b[1]);
+          mma_16816<T>(o[2 * d2 + 1], a, b[2], b[3]);
+        }
+      }
+      __syncwarp();  // this stage (and sConv) may be overwritten now
+    }
+    cp_async_wait_all();
+
+    // ---- merge the four warps' states through shared memory
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    }
+    __syncthreads();  // every warp is done with its stages
+    float *red_o = reinterpret_cast<float *>(body);             // [4][16][HS]
+    float *red_m = red_o + S::kWarps * 16 * HS;                 // [4][16]
+    float *red_l = red_m + S::kWarps * 16;                      // [4][16]
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = gq + 8 * i;
+      if (tq == 0) {
+        red_m[warp * 16 + row] = m[i];
+        red_l[warp * 16 + row] = l[i];
+      }
+      float *dst = red_o + (warp * 16 + row) * HS;
+#pragma unroll
+      for (int df = 0; df < DF; ++df)
+        *reinterpret_cast<float2 *>(dst + df * 8 + 2 * tq) = make_float2(o[df][2 * i], o[df][2 * i + 1]);
+    }
+    __syncthreads();
+    for (int e = tid; e < 16 * (HS / 4); e += S::kThreads) {
+      const int row = e / (HS / 4), d = 4 * (e - row * (HS / 4));
+      if (row >= it.num_rows) continue;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < S::kWarps; ++w) M = fmaxf(M, red_m[w * 16 + row]);
+      float L = 0.f;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < S::kWarps; ++w) {
+        const float mw = red_m[w * 16 + row];
+        const float wt = mw == -INFINITY ? 0.f : exp2f(mw - M);
+        L += red_l[w * 16 + row] * wt;
+        const float4 v = *reinterpret_cast<const float4 *>(red_o + (w * 16 + row) * HS + d);
+        acc.x += wt * v.x;
+        acc.y += wt * v.y;
+        acc.z += wt * v.z;
+        acc.w += wt * v.w;
+      }
+      float lse = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+      float f = L > 0.f ? p.v_scale / L : 0.f;
+      const int lr = it.q_row0 + row;
+      const int h = kvh * G + lr % G;
+      if (it.ws_base < 0) {
+        if (p.sinks) apply_sink(p.sinks[h], &lse, &f);
+        const int64_t tok = rq.q_start + lr / G;
+        T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok +
+                 static_cast<int64_t>(h) * p.o_stride_head + d;
+        *reinterpret_cast<uint2 *>(out) =
+            make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
+        if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+      } else {
+        const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
+        *reinterpret_cast<float4 *>(p.ws_o + wr * HS + d) =
+            make_float4(acc.x * f, acc.y * f, acc.z * f, acc.w * f);
+        if (d == 0) p.ws_lse[wr] = lse;
+      }
+    }
+  }
+}
+
+}  // namespace kern
+}  // namespace vattn
