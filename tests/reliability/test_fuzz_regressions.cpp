@@ -131,6 +131,15 @@ TEST(FuzzRegression, V0BuildRejectsHugePadAndOverflowingTotals) {
   EXPECT_VATTN_ERR(vattn_v0_builder_build(b, seq_lens, query_lens, 2, INT64_MAX, 2, &md),
                    VATTN_ERR_INVALID_ARGUMENT, "cuda_graph_pad_size");
   EXPECT_EQ(md, nullptr);
+  // Found by fuzz_v0 (10M run): a pad of ~2^28 slots allocated gigabytes.
+  md = reinterpret_cast<vattn_v0_metadata_t *>(&o);
+  EXPECT_VATTN_ERR(vattn_v0_builder_build(b, seq_lens, query_lens, 2, INT64_C(1) << 28, 2, &md),
+                   VATTN_ERR_INVALID_ARGUMENT, "cuda_graph_pad_size");
+  EXPECT_EQ(md, nullptr);
+  md = reinterpret_cast<vattn_v0_metadata_t *>(&o);
+  EXPECT_VATTN_ERR(vattn_v0_builder_build(b, seq_lens, query_lens, 2, 0, INT64_C(1) << 28, &md),
+                   VATTN_ERR_INVALID_ARGUMENT, "batch_size");
+  EXPECT_EQ(md, nullptr);
   vattn_v0_builder_destroy(b);
 
   b = nullptr;

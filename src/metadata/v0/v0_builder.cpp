@@ -94,8 +94,15 @@ vattn_status_t V0Builder::build(const int32_t *seq_lens, const int32_t *query_le
                   (ll)cuda_graph_pad_size);
   VATTN_CHECK_ARG(added > 0, "no sequence was added to the builder (vattn_v0_builder_add_seq)");
   if (graph) {
-    VATTN_CHECK_ARG(batch_size >= added && batch_size <= kMaxTokens,
-                    "argument 'batch_size' = %lld must be >= the %lld sequences added", (ll)batch_size, (ll)added);
+    // A captured graph's batch is small (vLLM captures up to ~1k); the bound
+    // keeps absurd sizes from turning into multi-GB padding allocations.
+    constexpr int64_t kMaxGraphBatch = int64_t(1) << 20;
+    VATTN_CHECK_ARG(batch_size >= added && batch_size <= kMaxGraphBatch,
+                    "argument 'batch_size' = %lld must be >= the %lld sequences added and <= 2^20 for a "
+                    "CUDA-graph batch", (ll)batch_size, (ll)added);
+    VATTN_CHECK_ARG(cuda_graph_pad_size <= batch_size,
+                    "argument 'cuda_graph_pad_size' = %lld exceeds batch_size = %lld (it is the graph batch "
+                    "size minus the real tokens)", (ll)cuda_graph_pad_size, (ll)batch_size);
     VATTN_CHECK_ARG(opts_.max_blocks_per_seq > 0,
                     "the builder's max_blocks_per_seq = %d must be positive for a CUDA-graph batch",
                     opts_.max_blocks_per_seq);
