@@ -16,10 +16,19 @@
 // item's rows are written (final output, or fp32 partials + LSE for the
 // plan's merge pass), exactly as attention_kernel writes them.
 //
-// fp8 caches: the raw bytes are staged by cp.async and decoded exactly to T
-// into a per-warp 16-bit tile (K, then V) before the mma; k_scale multiplies
-// the score and v_scale the output.  Masks, soft-cap, ALiBi and sinks as in
-// attention.cuh.
+// fp8 caches: the raw bytes are staged by cp.async and decoded exactly to
+// fp16 in registers while the mma operands are loaded (no 16-bit copy in
+// shared memory): e5m2 is the high byte of an fp16 (one byte permute per
+// pair), e4m3 uses the packed fp8x2 -> f16x2 conversion (one instruction on
+// sm_89+).  Both products use fp16 mma (Q is converted to fp16 once per item,
+// exact for |q| in [2^-14, 65504]; P in fp16 is at least as precise as in
+// bf16), with two index permutations that let each lane read whole 32-bit
+// words of the cache: S = Q K^T runs over head dims in the order that puts
+// dims 4t..4t+3 of a 16-dim chunk in lane t's fragment (Q is read the same
+// way), and O += P V gives n-tile (c, j) of a 32-dim chunk the dims
+// 32c + 4g + j (g = lane / 4), undone when the output is written.  k_scale
+// multiplies the score and v_scale the output.  Masks, soft-cap, ALiBi and
+// sinks as in attention.cuh.
 #pragma once
 
 #include <type_traits>
@@ -36,30 +45,51 @@ struct DecShape {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int SROW = HS + 8;  // 16-bit shared row stride (elements)
   static constexpr bool kFp8 = CACHE != kCacheAuto;
-  static constexpr int NST = kFp8 ? 4 : (HS >= 256 ? 2 : 3);
+  // Pipeline depth: about 16-18 KiB of loads ahead per warp, within the
+  // shared memory of the resident CTAs the builder assumes (2 per SM below
+  // head size 256, 1 at 256).
+  static constexpr int NST = kFp8 ? (HS <= 64 ? 8 : HS <= 128 ? 5 : 4) : (HS <= 64 ? 5 : HS <= 128 ? 3 : 2);
   static constexpr int RAW_ROW = kFp8 ? HS + 16 : SROW * 2;  // bytes per staged key row
   static constexpr int STAGE = 2 * KT * RAW_ROW;              // K rows then V rows
-  static constexpr int CONV = kFp8 ? KT * SROW * 2 : 0;       // decoded 16-bit tile
-  static constexpr int WARP_BYTES = NST * STAGE + CONV;
+  static constexpr int WARP_BYTES = NST * STAGE;
   static constexpr int Q_BYTES = 16 * SROW * 2;
   static constexpr int RED_BYTES = kWarps * 16 * (HS + 2) * 4;
   static constexpr int BODY = kWarps * WARP_BYTES > RED_BYTES ? kWarps * WARP_BYTES : RED_BYTES;
   static constexpr size_t smem_bytes() { return static_cast<size_t>(Q_BYTES + BODY); }
 };
 
+// Four fp8 bytes [b0 b1 b2 b3] -> lo = f16x2(b0, b1), hi = f16x2(b2, b3), exact.
+template <int CACHE>
+__device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32_t &hi) {
+  if constexpr (CACHE == kCacheE5M2) {
+    lo = __byte_perm(w, 0u, 0x1404);  // [0, b0, 0, b1]
+    hi = __byte_perm(w, 0u, 0x3424);  // [0, b2, 0, b3]
+  } else {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<CACHE>::kInterp);
+    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(w >> 16), Fp8<CACHE>::kInterp);
+    lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+    hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+  }
+}
+
 template <class T, int CACHE, int HS>
 __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   using S = DecShape<HS, CACHE>;
+  static_assert(S::smem_bytes() <= (HS >= 256 ? 227u * 1024 : 112u * 1024),
+                "decode_kernel: shared memory above the builder's residency assumption");
   constexpr int KT = S::KT, SROW = S::SROW, NST = S::NST;
   constexpr int DF = HS / 8;
   constexpr bool kFp8 = S::kFp8;
   using KVT = typename std::conditional<kFp8, uint8_t, T>::type;
+  using MT = typename std::conditional<kFp8, __half, T>::type;  // mma operand type
   constexpr int CH = kFp8 ? HS / 16 : HS / 8;  // 16-byte chunks per key row
   constexpr int EPC = 16 / sizeof(KVT);        // elements per chunk
 
   extern __shared__ uint4 smem_u4[];
   char *smem = reinterpret_cast<char *>(smem_u4);
-  T *sQ = reinterpret_cast<T *>(smem);
+  MT *sQ = reinterpret_cast<MT *>(smem);
   char *body = smem + S::Q_BYTES;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -75,7 +105,6 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   const bool use_softcap = p.softcap > 0.f;
 
   char *wbase = body + warp * S::WARP_BYTES;
-  T *sConv = reinterpret_cast<T *>(wbase + NST * S::STAGE);  // fp8 only
 
   for (int item_idx = first + blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
     const AttnItem it = p.items[item_idx];
@@ -93,6 +122,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         const int h = kvh * G + lr % G;
         val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
                                                 static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
+        if constexpr (kFp8 && !std::is_same<T, __half>::value) {  // bf16 -> fp16
+          uint32_t *u = reinterpret_cast<uint32_t *>(&val);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u[e]));
+            u[e] = Elem<__half>::pack2(f.x, f.y);
+          }
+        }
       }
       *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
     }
@@ -153,34 +190,6 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
                     ok ? vb + to * p.v_stride_tok + ch * EPC : vbase, ok);
       }
     };
-    // fp8: decode 16 staged rows (raw bytes) into sConv.
-    auto convert = [&](const char *raw) {
-      if constexpr (kFp8) {
-#pragma unroll
-      for (int c = lane; c < KT * (HS / 16); c += 32) {
-        const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
-        const uint4 r = *reinterpret_cast<const uint4 *>(raw + kr * S::RAW_ROW + ch * 16);
-        const uint16_t *b2 = reinterpret_cast<const uint16_t *>(&r);
-        uint32_t w[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          // Two bytes at once (exact: fp8 -> half -> float -> T loses nothing).
-          const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(
-              static_cast<__nv_fp8x2_storage_t>(b2[e]), Fp8<CACHE>::kInterp);
-          if constexpr (std::is_same<T, __half>::value) {
-            w[e] = static_cast<uint32_t>(h2.x) | (static_cast<uint32_t>(h2.y) << 16);
-          } else {
-            const float2 f = __half22float2(__half2(h2));
-            w[e] = Elem<T>::pack2(f.x, f.y);
-          }
-        }
-        uint4 *d = reinterpret_cast<uint4 *>(sConv + kr * SROW + ch * 16);
-        d[0] = make_uint4(w[0], w[1], w[2], w[3]);
-        d[1] = make_uint4(w[4], w[5], w[6], w[7]);
-      }
-      }
-    };
-
 #pragma unroll
     for (int s = 0; s < NST - 1; ++s) {
       if (s < nw) issue(s);
@@ -193,26 +202,39 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       __syncwarp();
       const char *st = wbase + (t % NST) * S::STAGE;
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
-      const T *sK, *sV;
-      if constexpr (kFp8) {
-        convert(st);
-        __syncwarp();
-        sK = sConv;
-      } else {
-        sK = reinterpret_cast<const T *>(st);
-      }
 
       // ---- S = Q K^T (16 rows x 16 keys)
       float s[2][4];
 #pragma unroll
       for (int f = 0; f < 2; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
+      if constexpr (kFp8) {
+        // Lane (gq, tq) holds dims 16kk + 4tq .. +3 of keys gq and gq + 8
+        // and the same dims of query rows gq and gq + 8.
+        const uint8_t *kr0 = reinterpret_cast<const uint8_t *>(st) + gq * S::RAW_ROW + 4 * tq;
+        const MT *q0 = sQ + gq * SROW + 4 * tq;
 #pragma unroll
-      for (int kk = 0; kk < HS / 16; ++kk) {
-        uint32_t a[4], b[4];
-        ldmatrix_x4(a, sQ + (lane & 15) * SROW + kk * 16 + (lane >> 4) * 8);
-        ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 + 8 * ((lane >> 3) & 1));
-        mma_16816<T>(s[0], a, b[0], b[1]);
-        mma_16816<T>(s[1], a, b[2], b[3]);
+        for (int kk = 0; kk < HS / 16; ++kk) {
+          const uint2 qa = *reinterpret_cast<const uint2 *>(q0 + kk * 16);
+          const uint2 qb = *reinterpret_cast<const uint2 *>(q0 + 8 * SROW + kk * 16);
+          const uint32_t a[4] = {qa.x, qb.x, qa.y, qb.y};
+          const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + kk * 16);
+          const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + kk * 16);
+          uint32_t b0, b1, b2, b3;
+          dec_fp8x4_to_h2<CACHE>(w0, b0, b1);
+          dec_fp8x4_to_h2<CACHE>(w1, b2, b3);
+          mma_16816<MT>(s[0], a, b0, b1);
+          mma_16816<MT>(s[1], a, b2, b3);
+        }
+      } else {
+        const T *sK = reinterpret_cast<const T *>(st);
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; ++kk) {
+          uint32_t a[4], b[4];
+          ldmatrix_x4(a, sQ + (lane & 15) * SROW + kk * 16 + (lane >> 4) * 8);
+          ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 + 8 * ((lane >> 3) & 1));
+          mma_16816<T>(s[0], a, b[0], b[1]);
+          mma_16816<T>(s[1], a, b[2], b[3]);
+        }
       }
 
       float mx[2] = {-INFINITY, -INFINITY};
@@ -264,16 +286,32 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         o[f][3] *= alpha[1];
       }
 
-      if constexpr (kFp8) {
-        __syncwarp();  // K reads of sConv done
-        convert(st + KT * S::RAW_ROW);
-        __syncwarp();
-        sV = sConv;
-      } else {
-        sV = reinterpret_cast<const T *>(st + KT * S::RAW_ROW);
-      }
       // ---- O += P V (16 keys)
-      {
+      if constexpr (kFp8) {
+        uint32_t a[4];
+        a[0] = Elem<MT>::pack2(s[0][0], s[0][1]);
+        a[1] = Elem<MT>::pack2(s[0][2], s[0][3]);
+        a[2] = Elem<MT>::pack2(s[1][0], s[1][1]);
+        a[3] = Elem<MT>::pack2(s[1][2], s[1][3]);
+        // Lane (gq, tq) reads dims 32c + 4gq .. +3 of keys 2tq, 2tq + 1,
+        // 2tq + 8, 2tq + 9; n-tile 4c + j holds dims 32c + 4n + j.
+        const uint8_t *vr = reinterpret_cast<const uint8_t *>(st) + (KT + 2 * tq) * S::RAW_ROW + 4 * gq;
+#pragma unroll
+        for (int c = 0; c < HS / 32; ++c) {
+          const uint32_t w0 = *reinterpret_cast<const uint32_t *>(vr + 32 * c);
+          const uint32_t w1 = *reinterpret_cast<const uint32_t *>(vr + S::RAW_ROW + 32 * c);
+          const uint32_t w2 = *reinterpret_cast<const uint32_t *>(vr + 8 * S::RAW_ROW + 32 * c);
+          const uint32_t w3 = *reinterpret_cast<const uint32_t *>(vr + 9 * S::RAW_ROW + 32 * c);
+          uint32_t lo0[4], lo1[4];  // [j]: keys (2tq, 2tq + 1) / (2tq + 8, 2tq + 9) of dim j
+          dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x5140), lo0[0], lo0[1]);
+          dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x7362), lo0[2], lo0[3]);
+          dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x5140), lo1[0], lo1[1]);
+          dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x7362), lo1[2], lo1[3]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mma_16816<MT>(o[4 * c + j], a, lo0[j], lo1[j]);
+        }
+      } else {
+        const T *sV = reinterpret_cast<const T *>(st + KT * S::RAW_ROW);
         uint32_t a[4];
         a[0] = Elem<T>::pack2(s[0][0], s[0][1]);
         a[1] = Elem<T>::pack2(s[0][2], s[0][3]);
@@ -288,7 +326,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
           mma_16816<T>(o[2 * d2 + 1], a, b[2], b[3]);
         }
       }
-      __syncwarp();  // this stage (and sConv) may be overwritten now
+      __syncwarp();  // this stage may be overwritten now
     }
     cp_async_wait_all();
 
@@ -310,9 +348,20 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         red_l[warp * 16 + row] = l[i];
       }
       float *dst = red_o + (warp * 16 + row) * HS;
+      if constexpr (kFp8) {  // undo the P V dim permutation
 #pragma unroll
-      for (int df = 0; df < DF; ++df)
-        *reinterpret_cast<float2 *>(dst + df * 8 + 2 * tq) = make_float2(o[df][2 * i], o[df][2 * i + 1]);
+        for (int c = 0; c < HS / 32; ++c) {
+          *reinterpret_cast<float4 *>(dst + 32 * c + 8 * tq) =
+              make_float4(o[4 * c][2 * i], o[4 * c + 1][2 * i], o[4 * c + 2][2 * i], o[4 * c + 3][2 * i]);
+          *reinterpret_cast<float4 *>(dst + 32 * c + 8 * tq + 4) =
+              make_float4(o[4 * c][2 * i + 1], o[4 * c + 1][2 * i + 1], o[4 * c + 2][2 * i + 1],
+                          o[4 * c + 3][2 * i + 1]);
+        }
+      } else {
+#pragma unroll
+        for (int df = 0; df < DF; ++df)
+          *reinterpret_cast<float2 *>(dst + df * 8 + 2 * tq) = make_float2(o[df][2 * i], o[df][2 * i + 1]);
+      }
     }
     __syncthreads();
     for (int e = tid; e < 16 * (HS / 4); e += S::kThreads) {
