@@ -3,6 +3,7 @@
 // forward on tiny shapes with fuzzed metadata and fuzzed tensors.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "fuzz_util.h"
 
@@ -25,8 +26,19 @@ struct Tensor {  // owning host tensor
       for (size_t i = 0; i < shape.size(); ++i) span += (std::max<int64_t>(shape[i], 1) - 1) * strides[i];
     }
     if (empty) span = 0;
-    bytes.assign(std::max<size_t>(size_t(span) * std::max(1, dt.bits / 8), 1), 0);
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = (unsigned char)(i * 37 % 61);
+    // bytes[i] = i * 37 % 61.  Only the first period is written byte by byte;
+    // the rest is doubled with memcpy: a per-byte loop here is instrumented by
+    // -fsanitize=fuzzer (a coverage callback per compare) and took ~70% of
+    // the harness's time on a 12 MB cache.
+    const size_t n = std::max<size_t>(size_t(span) * std::max(1, dt.bits / 8), 1);
+    bytes.resize(n);
+    size_t filled = std::min<size_t>(n, 61);
+    for (size_t i = 0; i < filled; ++i) bytes[i] = (unsigned char)(i * 37 % 61);
+    while (filled < n) {  // filled stays a multiple of the period until the last copy
+      const size_t c = std::min(filled, n - filled);
+      std::memcpy(bytes.data() + filled, bytes.data(), c);
+      filled += c;
+    }
     t = DLTensor{};
     t.data = bytes.data();
     t.device = DLDevice{kDLCPU, 0};
