@@ -11,6 +11,7 @@
 // in src/), so this covers all of its host allocations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -92,9 +93,12 @@ namespace {
 // Runs `call` with the N-th allocation failing for N = 1, 2, ... until it
 // succeeds.  `call` returns the status and sets *handle_null to whether its
 // handle out-parameter(s) are all NULL; `cleanup` destroys a success.
+// `after_failure` (optional) runs, unarmed, after each call that failed
+// with OUT_OF_MEMORY: it checks that the failure committed nothing.
 // Returns the number of allocations the successful call made.
 long exhaust(const char *what, const std::function<vattn_status_t(bool *handle_null)> &call,
-             const std::function<void()> &cleanup) {
+             const std::function<void()> &cleanup,
+             const std::function<void(long n)> &after_failure = {}) {
   for (long n = 1; n < 100000; ++n) {
     bool handle_null = false;
     t_count = 0;
@@ -119,6 +123,7 @@ long exhaust(const char *what, const std::function<vattn_status_t(bool *handle_n
         << what << " with allocation " << n << " failing: " << vattn_last_error_message();
     EXPECT_TRUE(handle_null) << what << " with allocation " << n << " failing left a handle";
     if (st == VATTN_OK) cleanup();
+    else if (after_failure) after_failure(n);
     if (::testing::Test::HasFailure()) return -1;
   }
   ADD_FAILURE() << what << ": never succeeded";
@@ -311,6 +316,140 @@ TEST(AllocFailure, BuilderPlanLayerForward) {
   }, [] {});
   vattn_layer_destroy(layer);
   vattn_metadata_destroy(md);
+  vattn_plan_destroy(plan);
+  vattn_builder_destroy(builder);
+}
+
+// A build that fails on an allocation leaves the plan as it was: built for
+// the previous batch, and a forward through it gives bit for bit the output
+// it gave before.  Swept over the normal, cascade and drafting builds of a
+// different batch (one request, 2 new tokens after 6 cached, so that a
+// half-committed plan -- new metadata with old tiles or the reverse -- would
+// either be refused or attend to other keys).
+TEST(AllocFailure, FailedBuildLeavesPlanUnchanged) {
+  const vattn_backend_t *b = cpu();
+  ASSERT_NE(b, nullptr);
+  vattn_builder_options_t bo;
+  vattn_builder_options_init(&bo);
+  bo.num_heads = 4;
+  bo.num_kv_heads = 2;
+  bo.head_size = 8;
+  bo.block_size = 2;
+  bo.max_num_reqs = 4;
+  bo.max_num_tokens = 16;
+  bo.max_blocks_per_req = 8;
+  bo.num_threads = 2;
+  vattn_builder_t *builder = nullptr;
+  ASSERT_VATTN_OK(vattn_builder_create(&builder, b, &bo));
+  vattn_plan_t *plan = nullptr;
+  ASSERT_VATTN_OK(vattn_plan_create(&plan, builder));
+  vattn_layer_options_t lo;
+  vattn_layer_options_init(&lo);
+  lo.num_heads = 4;
+  lo.num_kv_heads = 2;
+  lo.head_size = 8;
+  lo.dtype = VATTN_DTYPE_FLOAT32;
+  lo.block_size = 2;
+  vattn_layer_t *layer = nullptr;
+  ASSERT_VATTN_OK(vattn_layer_create(&layer, b, &lo));
+
+  SmallBatch sa;  // the batch the plan keeps
+  vattn_metadata_t *md_a = nullptr;
+  ASSERT_VATTN_OK(vattn_metadata_create(&md_a, &sa.d));
+  int32_t qsl_b[2] = {0, 2}, seq_b[1] = {8}, table_b[5] = {5, 6, 7, 8, 9};
+  int64_t slots_b[2] = {16, 17};
+  vattn_metadata_desc_t db;  // the batch whose build fails
+  vattn_metadata_desc_init(&db);
+  db.num_reqs = 1;
+  db.num_actual_tokens = 2;
+  db.query_start_loc = qsl_b;
+  db.seq_lens = seq_b;
+  db.block_table = table_b;
+  db.block_table_rows = 1;
+  db.block_table_cols = 5;
+  db.slot_mapping = slots_b;
+  db.slot_mapping_len = 2;
+  db.block_size = 2;
+  db.num_cache_blocks = 10;
+  vattn_metadata_t *md_b = nullptr;
+  ASSERT_VATTN_OK(vattn_metadata_create(&md_b, &db));
+
+  vt::HostTensor q({4, 4, 8}, vt::dl_f32()), k({4, 2, 8}, vt::dl_f32()), v({4, 2, 8}, vt::dl_f32());
+  vt::HostTensor cache({2, 10, 2, 2, 8}, vt::dl_f32()), out({4, 4, 8}, vt::dl_f32());
+  vt::HostTensor lse({4, 4}, vt::dl_f32());
+  auto fill = [](vt::HostTensor &t, int seed) {
+    float *f = reinterpret_cast<float *>(t.bytes.data());
+    for (size_t i = 0; i < t.bytes.size() / sizeof(float); ++i)
+      f[i] = float(int((i * 7 + size_t(seed) * 13) % 17) - 8) / 8.f;
+  };
+  fill(q, 1);
+  fill(k, 2);
+  fill(v, 3);
+  fill(cache, 4);
+  vattn_forward_args_t a;
+  vattn_forward_args_init(&a);
+  a.query = &q.t;
+  a.key = &k.t;
+  a.value = &v.t;
+  a.kv_cache = &cache.t;
+  a.output = &out.t;
+  a.output_lse = &lse.t;
+  auto forward = [&](std::vector<unsigned char> *o, std::vector<unsigned char> *l) {
+    std::fill(out.bytes.begin(), out.bytes.end(), 0);
+    std::fill(lse.bytes.begin(), lse.bytes.end(), 0);
+    vattn_status_t st = vattn_layer_forward(layer, plan, &a);
+    *o = out.bytes;
+    *l = lse.bytes;
+    return st;
+  };
+  auto build_a = [&] { return vattn_builder_build(builder, plan, 0, md_a, 0, nullptr); };
+  ASSERT_VATTN_OK(build_a());
+  std::vector<unsigned char> ref_out, ref_lse;
+  ASSERT_VATTN_OK(forward(&ref_out, &ref_lse));  // writes K/V into the cache (idempotent)
+  ASSERT_VATTN_OK(forward(&ref_out, &ref_lse));
+
+  struct Case {
+    const char *what;
+    std::function<vattn_status_t()> build;
+  } cases[] = {
+      {"vattn_builder_build (other batch)",
+       [&] { return vattn_builder_build(builder, plan, 0, md_b, 0, nullptr); }},
+      {"vattn_builder_build (other batch, cascade)",
+       [&] { return vattn_builder_build(builder, plan, 2, md_b, 1, nullptr); }},
+      {"vattn_builder_build_for_drafting (other batch)",
+       [&] { return vattn_builder_build_for_drafting(builder, plan, md_b, 0, nullptr); }},
+  };
+  for (const Case &c : cases) {
+    long failures = 0;
+    exhaust(c.what, [&](bool *hn) {
+      *hn = true;
+      return c.build();
+    }, [&] {
+      // It succeeded (or survived a failed nothrow allocation): back to batch A.
+      ASSERT_VATTN_OK(build_a());
+    }, [&](long n) {
+      ++failures;
+      std::vector<unsigned char> o, l;
+      vattn_status_t st = forward(&o, &l);
+      ASSERT_EQ(st, VATTN_OK) << c.what << " with allocation " << n
+                              << " failing left the plan unusable: " << vattn_last_error_message();
+      EXPECT_EQ(o, ref_out) << c.what << " with allocation " << n
+                            << " failing changed the plan (output differs)";
+      EXPECT_EQ(l, ref_lse) << c.what << " with allocation " << n
+                            << " failing changed the plan (LSE differs)";
+    });
+    EXPECT_GT(failures, 0) << c.what << " allocates nothing: the sweep tests nothing";
+    ASSERT_VATTN_OK(build_a());
+  }
+  // And a plan built for B really answers differently (the check has teeth).
+  ASSERT_VATTN_OK(vattn_builder_build(builder, plan, 0, md_b, 0, nullptr));
+  std::vector<unsigned char> o, l;
+  vattn_status_t st = forward(&o, &l);
+  EXPECT_TRUE(st != VATTN_OK || o != ref_out || l != ref_lse);
+
+  vattn_layer_destroy(layer);
+  vattn_metadata_destroy(md_a);
+  vattn_metadata_destroy(md_b);
   vattn_plan_destroy(plan);
   vattn_builder_destroy(builder);
 }
