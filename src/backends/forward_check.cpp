@@ -154,11 +154,23 @@ vattn_status_t check_forward(const LayerParams &p, const Metadata &md, int32_t p
     if (s.writes_cache) {
       VATTN_TRY(check_rows(a.key, "args.key", dev, dt, s.num_slots, p.num_kv_heads, p.head_size));
       VATTN_TRY(check_rows(a.value, "args.value", dev, dt, s.num_slots, p.num_kv_heads, p.head_size));
-      VATTN_TRY(check_slots(md.slot_mapping.data(), s.num_slots,
-                            s.num_cache_blocks * plan_block_size, "plan.slot_mapping"));
+      // check_metadata measured the largest slot: O(1) when it fits.
+      const int64_t cache_slots = s.num_cache_blocks * plan_block_size;
+      if (!md.scan.slots_valid || md.scan.max_slot >= cache_slots)
+        VATTN_TRY(check_slots(md.slot_mapping.data(), s.num_slots, cache_slots,
+                              "plan.slot_mapping"));
     }
     // Every block a request reads must be in the table and in the cache.
-    for (int64_t r = 0; r < md.num_reqs; ++r) {
+    // check_metadata measured the largest id over the entries each request
+    // needs (for this block size, or over whole rows): then this is O(1)
+    // per layer; otherwise (or to name a bad entry) every entry is checked.
+    const Metadata::Scan &sc = md.scan;
+    const bool scan_fits =
+        sc.blocks_valid && (sc.block_size == plan_block_size || sc.block_size == 0) &&
+        (static_cast<int64_t>(sc.max_seq_len) + plan_block_size - 1) / plan_block_size <=
+            md.block_table_cols &&
+        sc.max_block_id < s.num_cache_blocks;
+    for (int64_t r = 0; !scan_fits && r < md.num_reqs; ++r) {
       const int64_t kv_len = md.seq_lens[r];
       const int64_t need = (kv_len + plan_block_size - 1) / plan_block_size;
       if (need > md.block_table_cols)

@@ -58,6 +58,7 @@ vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadat
   v.block_size = block_size;
   v.num_cache_blocks = m.num_cache_blocks;
   int32_t max_q = 0, max_k = 0;
+  std::vector<int32_t> &src_col = v.local_src_col.mut(), &table = v.block_table.mut();
   for (int64_t r = 0; r < m.num_reqs; ++r) {
     const int64_t q = m.query_len(r), s = m.seq_lens[r], ctx = s - q;
     const int64_t first = std::min<int64_t>(chunk - ctx % chunk, q);
@@ -74,8 +75,8 @@ vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadat
       const int32_t *row = m.block_row(r);
       for (int64_t p = 0; p < pages; ++p) {
         int64_t col = std::min<int64_t>(key_start / block_size + p, last_col);
-        v.local_src_col.push_back((int32_t)col);
-        v.block_table.push_back(row[col]);
+        src_col.push_back((int32_t)col);
+        table.push_back(row[col]);
       }
       max_q = std::max<int32_t>(max_q, (int32_t)qj);
       max_k = std::max<int32_t>(max_k, (int32_t)kj);

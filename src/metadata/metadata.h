@@ -12,11 +12,16 @@
 //                [0, num_cache_blocks) when num_cache_blocks > 0
 //   slot_mapping: real entries in [0, num_cache_blocks * block_size) or -1
 //   max_query_len / max_seq_len >= the real maxima
+//
+// The block table, slot mapping and local gather columns are copy-on-write
+// (core/cow_vector.h): copying a Metadata (a plan keeps one per build)
+// shares them instead of copying them.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/cow_vector.h"
 #include "vattn.h"
 
 namespace vattn {
@@ -27,10 +32,10 @@ struct Metadata {
   std::vector<int32_t> query_start_loc;      // [num_reqs + 1]
   std::vector<int32_t> seq_lens;             // [num_reqs]
   std::vector<int32_t> num_computed_tokens;  // [num_reqs] (always filled)
-  std::vector<int32_t> block_table;          // [block_table_rows * block_table_cols]
+  CowVector<int32_t> block_table;            // [block_table_rows * block_table_cols]
   int64_t block_table_rows = 0;
   int64_t block_table_cols = 0;
-  std::vector<int64_t> slot_mapping;         // [slot_mapping_len]
+  CowVector<int64_t> slot_mapping;           // [slot_mapping_len]
   bool causal = true;
   int32_t max_query_len = 0;
   int32_t max_seq_len = 0;
@@ -48,7 +53,28 @@ struct Metadata {
   // (source row per virtual batch, clamped source column per entry), so the
   // gather can be replayed on another block table (vLLM make_block_table).
   std::vector<int32_t> local_src_row;        // [num_reqs]
-  std::vector<int32_t> local_src_col;        // [num_reqs * block_table_cols]
+  CowVector<int32_t> local_src_col;          // [num_reqs * block_table_cols]
+
+  // What check_metadata measured, so that a forward pass checks the plan
+  // against its KV cache in O(1) instead of rescanning the block table and
+  // slot mapping for every layer.  Set by check_metadata only (every code
+  // path that produces a Metadata ends with it; any code that changes the
+  // arrays afterwards must run it again).
+  struct Scan {
+    // blocks_valid: for every request r < num_reqs, the first
+    // ceil(seq_lens[r] / block_size) entries of its row (the whole row when
+    // block_size is 0) are within the row and in [0, max_block_id]
+    // (max_block_id = -1: no entry needed).  False when not measured
+    // (cross-attention metadata, or a negative id in a table that was not
+    // checked against a cache): the forward pass then scans.
+    bool blocks_valid = false;
+    int32_t block_size = 0;
+    int32_t max_block_id = -1;
+    int32_t max_seq_len = 0;  // real maximum of seq_lens[0, num_reqs)
+    // slots_valid: every slot_mapping entry is -1 or in [0, max_slot].
+    bool slots_valid = false;
+    int64_t max_slot = -1;
+  } scan;
 
   int32_t query_len(int64_t r) const { return query_start_loc[r + 1] - query_start_loc[r]; }
   // Real (unpadded) token count.

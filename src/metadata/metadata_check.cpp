@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/int_scan.h"
 #include "metadata/metadata.h"
 
 namespace vattn {
@@ -78,13 +79,9 @@ vattn_status_t check_per_request(Metadata &m, const char *what) {
   return VATTN_OK;
 }
 
-vattn_status_t check_block_table(const Metadata &m, const char *what) {
-  MD_CHECK(m.block_table_rows >= m.num_reqs,
-           "argument '%s': block_table_rows = %lld < num_reqs = %lld", what, (ll)m.block_table_rows,
-           (ll)m.num_reqs);
-  MD_CHECK((int64_t)m.block_table.size() == m.block_table_rows * m.block_table_cols,
-           "argument '%s': block_table has %zu entries, expected %lld x %lld", what,
-           m.block_table.size(), (ll)m.block_table_rows, (ll)m.block_table_cols);
+// The per-entry loop: finds and reports the first bad entry in row-major
+// order.  Only run when the vectorised scan below found a problem.
+vattn_status_t report_block_table(const Metadata &m, const char *what) {
   for (int64_t r = 0; r < m.num_reqs; ++r) {
     // Entries a request uses: its needed blocks when the block size is
     // known, else the whole row (padding entries are 0, a valid id).
@@ -105,12 +102,44 @@ vattn_status_t check_block_table(const Metadata &m, const char *what) {
                "argument '%s': block_table[%lld][%lld] = %d is outside the cache [0, %lld)", what,
                (ll)r, (ll)c, row[c], (ll)m.num_cache_blocks);
   }
+  return fail(VATTN_ERR_INTERNAL, "argument '%s': block table scan and report disagree", what);
+}
+
+// Every entry a request uses is checked once, with one vectorised
+// min/max pass over exactly those entries; m.scan records the result.
+vattn_status_t check_block_table(Metadata &m, const char *what) {
+  MD_CHECK(m.block_table_rows >= m.num_reqs,
+           "argument '%s': block_table_rows = %lld < num_reqs = %lld", what, (ll)m.block_table_rows,
+           (ll)m.num_reqs);
+  MD_CHECK((int64_t)m.block_table.size() == m.block_table_rows * m.block_table_cols,
+           "argument '%s': block_table has %zu entries, expected %lld x %lld", what,
+           m.block_table.size(), (ll)m.block_table_rows, (ll)m.block_table_cols);
+  std::vector<int64_t> need(static_cast<size_t>(m.num_reqs), m.block_table_cols);
+  bool bad = false;
+  if (m.block_size > 0) {
+    for (int64_t r = 0; r < m.num_reqs; ++r) {
+      need[r] = needed_blocks(m, r);
+      bad |= need[r] > m.block_table_cols;
+    }
+  }
+  if (bad) return report_block_table(m, what);
+  const MinMax32 mm =
+      minmax_i32_rows(m.block_table.data(), m.num_reqs, m.block_table_cols, need.data());
+  const bool any = mm.min <= mm.max;  // at least one entry is needed
+  if (m.num_cache_blocks > 0 && any && (mm.min < 0 || mm.max >= m.num_cache_blocks))
+    return report_block_table(m, what);
+  // The forward pass needs ceil(seq_lens[r] / block size) entries: what
+  // was scanned unless the lengths were encoder lengths.
+  m.scan.blocks_valid = (!any || mm.min >= 0) && (m.block_size == 0 || !m.has_encoder_seq_lens);
+  m.scan.block_size = m.block_size;
+  m.scan.max_block_id = any ? mm.max : -1;
   return VATTN_OK;
 }
 
-vattn_status_t check_slot_mapping(const Metadata &m, const char *what) {
+vattn_status_t check_slot_mapping(Metadata &m, const char *what) {
   int64_t len = (int64_t)m.slot_mapping.size();
   int64_t real = m.num_real_tokens();
+  const int64_t *sm = m.slot_mapping.data();
   if (!m.has_encoder_seq_lens) {
     // Self-attention: one slot per real token, optional -1 padding up to
     // num_actual_tokens.
@@ -118,20 +147,28 @@ vattn_status_t check_slot_mapping(const Metadata &m, const char *what) {
              "argument '%s': slot_mapping_len = %lld must be between the real token count %lld "
              "(query_start_loc[num_reqs]) and num_actual_tokens = %lld",
              what, (ll)len, (ll)real, (ll)m.num_actual_tokens);
-    for (int64_t i = real; i < len; ++i)
-      MD_CHECK(m.slot_mapping[i] == VATTN_PAD_SLOT_ID,
-               "argument '%s': slot_mapping[%lld] = %lld is a padding entry (past the %lld real "
-               "tokens) and must be -1",
-               what, (ll)i, (ll)m.slot_mapping[i], (ll)real);
+    const MinMax64 pad = minmax_i64(sm + real, len - real);
+    if (len > real && (pad.min != VATTN_PAD_SLOT_ID || pad.max != VATTN_PAD_SLOT_ID)) {
+      for (int64_t i = real; i < len; ++i)
+        MD_CHECK(sm[i] == VATTN_PAD_SLOT_ID,
+                 "argument '%s': slot_mapping[%lld] = %lld is a padding entry (past the %lld real "
+                 "tokens) and must be -1",
+                 what, (ll)i, (ll)sm[i], (ll)real);
+    }
   }
   int64_t num_slots = 0;  // 0 = unknown
   if (m.block_size > 0 && m.num_cache_blocks > 0) num_slots = m.num_cache_blocks * m.block_size;
-  for (int64_t i = 0; i < len; ++i) {
-    int64_t s = m.slot_mapping[i];
-    MD_CHECK(s >= VATTN_PAD_SLOT_ID && (num_slots == 0 || s < num_slots),
-             "argument '%s': slot_mapping[%lld] = %lld is neither -1 nor a slot in [0, %lld)", what,
-             (ll)i, (ll)s, (ll)(num_slots ? num_slots : INT64_MAX));
+  const MinMax64 all = minmax_i64(sm, len);
+  if (len > 0 && (all.min < VATTN_PAD_SLOT_ID || (num_slots != 0 && all.max >= num_slots))) {
+    for (int64_t i = 0; i < len; ++i) {
+      int64_t s = sm[i];
+      MD_CHECK(s >= VATTN_PAD_SLOT_ID && (num_slots == 0 || s < num_slots),
+               "argument '%s': slot_mapping[%lld] = %lld is neither -1 nor a slot in [0, %lld)",
+               what, (ll)i, (ll)s, (ll)(num_slots ? num_slots : INT64_MAX));
+    }
   }
+  m.scan.slots_valid = true;
+  m.scan.max_slot = len > 0 ? all.max : -1;
   return VATTN_OK;
 }
 
@@ -146,6 +183,7 @@ vattn_status_t check_maxima(Metadata &m, const char *what) {
            what, m.max_query_len);
   MD_CHECK(m.max_seq_len >= -1, "argument '%s': max_seq_len = %d must be -1 (computed) or >= 0",
            what, m.max_seq_len);
+  m.scan.max_seq_len = ms;
   if (m.max_query_len == -1) m.max_query_len = mq;
   if (m.max_seq_len == -1) m.max_seq_len = ms;
   MD_CHECK(m.max_query_len >= mq, "argument '%s': max_query_len = %d < query_len %d of request %lld",
@@ -177,6 +215,7 @@ vattn_status_t check_logits(const Metadata &m, const char *what) {
 }  // namespace
 
 vattn_status_t check_metadata(Metadata &m, const char *what) {
+  m.scan = Metadata::Scan{};  // measured again below
   MD_CHECK(m.num_reqs >= 0 && m.num_reqs < kMaxTokens,
            "argument '%s': num_reqs = %lld is out of range [0, %lld)", what, (ll)m.num_reqs,
            (ll)kMaxTokens);
@@ -209,6 +248,19 @@ template <class T>
 vattn_status_t copy_array(const T *p, int64_t n, bool optional, const char *what, const char *field,
                           std::vector<T> *out, bool *present = nullptr) {
   if (present) *present = p != nullptr;
+  if (p == nullptr) {
+    MD_CHECK(optional || n == 0, "argument '%s': %s is NULL but %lld entries are needed", what,
+             field, (ll)n);
+    out->clear();
+    return VATTN_OK;
+  }
+  out->assign(p, p + n);
+  return VATTN_OK;
+}
+
+template <class T>
+vattn_status_t copy_array(const T *p, int64_t n, bool optional, const char *what, const char *field,
+                          CowVector<T> *out) {
   if (p == nullptr) {
     MD_CHECK(optional || n == 0, "argument '%s': %s is NULL but %lld entries are needed", what,
              field, (ll)n);
@@ -323,8 +375,10 @@ vattn_status_t metadata_unpadded(const Metadata &m, int64_t num_tokens, int64_t 
   if ((int64_t)u.slot_mapping.size() > num_tokens) u.slot_mapping.resize(num_tokens);
   // Tokens of dropped requests kept inside num_tokens become padding, so
   // the result still satisfies "entries past the real tokens are -1".
-  for (size_t i = (size_t)u.query_start_loc[num_reqs]; i < u.slot_mapping.size(); ++i)
-    u.slot_mapping[i] = VATTN_PAD_SLOT_ID;
+  if ((size_t)u.query_start_loc[num_reqs] < u.slot_mapping.size()) {
+    std::vector<int64_t> &sm = u.slot_mapping.mut();
+    for (size_t i = (size_t)u.query_start_loc[num_reqs]; i < sm.size(); ++i) sm[i] = VATTN_PAD_SLOT_ID;
+  }
   if (u.has_encoder_seq_lens) u.encoder_seq_lens.resize(num_reqs);
   if (u.has_dcp_local_seq_lens) u.dcp_local_seq_lens.resize(num_reqs);
   if (!u.local_src_row.empty()) {  // local virtual batches keep their gather map

@@ -3,6 +3,7 @@
 #include "metadata/slot_mapping.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "core/error.h"
 #include "metadata/metadata.h"
@@ -64,11 +65,10 @@ vattn_status_t check_v1_args(const vattn_slot_mapping_args_t &a, int64_t len) {
 
 }  // namespace
 
-vattn_status_t slot_mapping_v1(const vattn_slot_mapping_args_t &a, int64_t *out, int64_t len) {
-  VATTN_TRY(check_v1_args(a, len));
-  // First pass: compute into a scratch vector so that a bad token leaves
-  // `out` untouched.
-  std::vector<int64_t> slots(static_cast<size_t>(a.num_tokens));
+namespace {
+
+// The general rule (context parallelism); reports the first bad token.
+vattn_status_t slot_mapping_v1_general(const vattn_slot_mapping_args_t &a, int64_t *slots) {
   const int64_t bs = a.block_size, world = a.cp_world_size, il = a.cp_interleave;
   const int64_t vb = bs * world;  // tokens per virtual block across ranks
   for (int64_t r = 0; r < a.num_reqs; ++r) {
@@ -94,7 +94,50 @@ vattn_status_t slot_mapping_v1(const vattn_slot_mapping_args_t &a, int64_t *out,
       slots[t] = (int64_t)id * bs + local;
     }
   }
-  std::copy(slots.begin(), slots.end(), out);
+  return VATTN_OK;
+}
+
+// No context parallelism (cp_world_size 1): slot = id * bs + pos % bs,
+// with a shift and a mask when the block size is a power of two.  Returns
+// false at the first bad token (the general loop then names it).
+template <bool kPow2>
+bool slot_mapping_v1_plain(const vattn_slot_mapping_args_t &a, int64_t *slots) {
+  const int64_t bs = a.block_size;
+  const int shift = __builtin_ctzll(static_cast<uint64_t>(bs));
+  // id in [0, lim) <=> (uint32)id < lim, with lim <= 2^31.
+  const uint64_t lim = a.num_cache_blocks == 0 || a.num_cache_blocks > INT32_MAX
+                           ? (uint64_t)INT32_MAX + 1
+                           : (uint64_t)a.num_cache_blocks;
+  const int32_t *qsl = a.query_start_loc;
+  for (int64_t r = 0; r < a.num_reqs; ++r) {
+    const int64_t valid = a.num_blocks_per_row ? a.num_blocks_per_row[r] : a.row_stride;
+    const int32_t *row = a.block_table + r * a.row_stride;
+    for (int64_t t = qsl[r], end = qsl[r + 1]; t < end; ++t) {
+      const int64_t pos = a.positions[t];
+      if (pos < 0) return false;
+      const int64_t bi = kPow2 ? pos >> shift : pos / bs;
+      if (bi >= valid) return false;
+      const uint32_t id = static_cast<uint32_t>(row[bi]);
+      if (id >= lim) return false;
+      slots[t] = static_cast<int64_t>(id) * bs + (pos - bi * bs);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+vattn_status_t slot_mapping_v1(const vattn_slot_mapping_args_t &a, int64_t *out, int64_t len) {
+  VATTN_TRY(check_v1_args(a, len));
+  // Compute into scratch space so that a bad token leaves `out` untouched.
+  std::unique_ptr<int64_t[]> slots(new int64_t[static_cast<size_t>(a.num_tokens)]);
+  bool done = false;
+  if (a.cp_world_size == 1) {
+    done = (a.block_size & (a.block_size - 1)) == 0 ? slot_mapping_v1_plain<true>(a, slots.get())
+                                                    : slot_mapping_v1_plain<false>(a, slots.get());
+  }
+  if (!done) VATTN_TRY(slot_mapping_v1_general(a, slots.get()));
+  std::copy(slots.get(), slots.get() + a.num_tokens, out);
   std::fill(out + a.num_tokens, out + len, (int64_t)VATTN_PAD_SLOT_ID);
   return VATTN_OK;
 }

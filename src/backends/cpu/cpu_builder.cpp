@@ -17,7 +17,9 @@ vattn_status_t CpuBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
   p->num_heads = opts_.num_heads;
   p->num_kv_heads = opts_.num_kv_heads;
   // A tile has at least one token, so there are at most max_num_tokens.
-  p->tiles.reserve(static_cast<size_t>(std::min<int64_t>(opts_.max_num_tokens, 1 << 16)));
+  const size_t cap = static_cast<size_t>(std::min<int64_t>(opts_.max_num_tokens, 1 << 16));
+  p->tiles.reserve(cap);
+  p->spare_tiles.reserve(cap);
   *out = std::move(p);
   return VATTN_OK;
 }
@@ -47,32 +49,62 @@ vattn_status_t CpuBuilder::build(PlanImpl &plan_base, int64_t common_prefix_len,
                   (long long)common_prefix_len, (long long)md.block_table_cols);
   }
 
-  // Schedule: tiles of up to kTileRows query rows per KV head.
+  // Schedule: tiles of up to kTileRows query rows per KV head, built in
+  // the plan's spare vector (its capacity is kept from build to build, so
+  // a steady state allocates nothing here).
   const int32_t qpkv = std::max(1, opts_.num_heads / opts_.num_kv_heads);
   const int32_t tile_tokens = std::max(1, kTileRows / qpkv);
-  std::vector<Tile> tiles;
-  tiles.reserve(plan->tiles.capacity());
+  std::vector<Tile> &tiles = plan->scratch_tiles;
+  tiles.clear();
+  int64_t max_cost = 0;
   for (int64_t r = 0; r < md.num_reqs; ++r) {
     const int32_t qlen = md.query_len(r);
-    const int64_t ctx = md.seq_lens[r] - qlen;
+    const int64_t ctx = std::max<int64_t>(md.seq_lens[r] - qlen, 0);
     for (int32_t t0 = 0; t0 < qlen; t0 += tile_tokens) {
-      Tile t;
+      const int32_t n = std::min(tile_tokens, qlen - t0);
+      // Causal keys seen by the tile's last token (an upper bound for others).
+      // (Fields stored one by one: a whole-struct copy from a temporary
+      // stalls on store forwarding.)
+      Tile &t = tiles.emplace_back();
       t.req = static_cast<int32_t>(r);
       t.tok_begin = t0;
-      t.tok_count = std::min(tile_tokens, qlen - t0);
-      // Causal keys seen by the tile's last token (an upper bound for others).
-      t.cost = static_cast<int64_t>(t.tok_count) * (std::max<int64_t>(ctx, 0) + t0 + t.tok_count);
-      tiles.push_back(t);
+      t.tok_count = n;
+      t.cost = static_cast<int64_t>(n) * (ctx + t0 + n);
+      max_cost = std::max(max_cost, t.cost);
     }
   }
-  std::stable_sort(tiles.begin(), tiles.end(),
-                   [](const Tile &a, const Tile &b) { return a.cost > b.cost; });
+  // Most expensive first; ties in generation order (request, first token),
+  // i.e. the order of a stable sort by cost.  Usually done by sorting
+  // 64-bit keys (inverted cost above the tile index) and gathering.
+  std::vector<Tile> &sorted = plan->spare_tiles;
+  sorted.clear();
+  constexpr int kIdxBits = 22;
+  const uint64_t n_tiles = tiles.size();
+  if (n_tiles < (uint64_t{1} << kIdxBits) && max_cost < (int64_t{1} << (64 - kIdxBits))) {
+    std::vector<uint64_t> &keys = plan->sort_keys;
+    keys.resize(n_tiles);
+    const uint64_t top = (uint64_t{1} << (64 - kIdxBits)) - 1;
+    for (uint64_t i = 0; i < n_tiles; ++i)
+      keys[i] = ((top - static_cast<uint64_t>(tiles[i].cost)) << kIdxBits) | i;
+    std::sort(keys.begin(), keys.end());
+    sorted.resize(n_tiles);
+    const uint64_t idx_mask = (uint64_t{1} << kIdxBits) - 1;
+    for (uint64_t i = 0; i < n_tiles; ++i) sorted[i] = tiles[keys[i] & idx_mask];
+  } else {
+    sorted = tiles;
+    std::sort(sorted.begin(), sorted.end(), [](const Tile &a, const Tile &b) {
+      if (a.cost != b.cost) return a.cost > b.cost;
+      if (a.req != b.req) return a.req < b.req;
+      return a.tok_begin < b.tok_begin;
+    });
+  }
 
   // Validated: commit everything at once.  Copy first: an allocation
   // failure in the copy must leave the plan as it was (tests/reliability).
+  // (The block table and slot mapping are shared, not copied: metadata.h.)
   Metadata md_copy = md;
   plan->md = std::move(md_copy);
-  plan->tiles.swap(tiles);
+  plan->tiles.swap(sorted);
   plan->common_prefix_len = common_prefix_len;
   plan->built = true;
   return VATTN_OK;

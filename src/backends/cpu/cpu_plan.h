@@ -28,6 +28,10 @@ class CpuPlan final : public PlanImpl {
   int32_t block_size = 0;
   int32_t num_heads = 0, num_kv_heads = 0;
   std::vector<Tile> tiles;
+  // Scratch space of build (capacity kept between builds): the next
+  // schedule (swapped with `tiles`), the unsorted tiles and sort keys.
+  std::vector<Tile> spare_tiles, scratch_tiles;
+  std::vector<uint64_t> sort_keys;
 };
 
 class CpuBuilder final : public BuilderImpl {
