@@ -180,6 +180,73 @@ TEST(CpuBadInputs, BuildRejects) {
   EXPECT_EQ(ct::check_problem(*p), 0);
 }
 
+// The forward pass checks the plan's block table against the cache from
+// the maxima measured when the metadata was created (O(1) per layer), and
+// falls back to the per-entry check when they do not prove it safe: a
+// table never checked against a cache, ids past this cache, whole-row
+// scans (block_size 0) with a bad id in a column no request reads.
+TEST(CpuBadInputs, PlanBlockTableCheckedAgainstCache) {
+  auto g = seeded();
+  Config cfg;
+  cfg.pass_kv = false;  // read-only on the cache: slots are not involved
+  auto p = ct::make_problem(cfg, {3, 1, 2}, {40, 17, 33}, g);
+  const int64_t bs = cfg.block_size, R = 3;
+  auto rebuilt = [&](const std::vector<int32_t> &table, int32_t md_block_size, int64_t ncb) {
+    vattn_metadata_desc_t d;
+    vattn_metadata_desc_init(&d);
+    ASSERT_VATTN_OK(vattn_metadata_describe(p->md.get(), &d));
+    d.block_table = table.data();
+    d.block_size = md_block_size;
+    d.num_cache_blocks = ncb;
+    std::vector<int64_t> slots(p->slots);
+    if (ncb == 0) slots.assign(slots.size(), -1);  // not needed without K/V
+    d.slot_mapping = slots.data();
+    vattn_metadata_t *m = nullptr;
+    ASSERT_VATTN_OK(vattn_metadata_create(&m, &d));
+    ct::MdPtr mp(m);
+    ASSERT_VATTN_OK(vattn_builder_build(p->builder.get(), p->plan.get(), 0, m, 0, nullptr));
+  };
+  const int64_t last_need = (33 + bs - 1) / bs;  // request 2 reads this many blocks
+  const std::string last = "block_table[2][" + std::to_string(last_need - 1) + "]";
+  for (int32_t md_bs : {0, (int32_t)bs}) {
+    SCOPED_TRACE(md_bs);
+    for (int32_t bad : {-1, (int32_t)p->num_blocks, INT32_MAX}) {
+      std::vector<int32_t> t = p->block_table;
+      t[2 * p->cols + last_need - 1] = bad;
+      rebuilt(t, md_bs, 0);  // no cache size: the ids are not checked at create
+      expect_rejected(*p, VATTN_ERR_INVALID_ARGUMENT, last.c_str(), [](auto &) {});
+    }
+    // A bad id in a column no request reads is never looked at.
+    if (p->cols > last_need) {
+      std::vector<int32_t> t = p->block_table;
+      for (int64_t r = 0; r < R; ++r) t[r * p->cols + p->cols - 1] = (int32_t)p->num_blocks + 5;
+      t[2 * p->cols + p->cols - 1] = -9;
+      rebuilt(t, md_bs, 0);
+      ASSERT_VATTN_OK(vattn_layer_forward(p->layer.get(), p->plan.get(), &p->args));
+      EXPECT_EQ(ct::check_problem(*p), 0);
+    }
+    // A valid table checked only at forward time.
+    rebuilt(p->block_table, md_bs, 0);
+    ASSERT_VATTN_OK(vattn_layer_forward(p->layer.get(), p->plan.get(), &p->args));
+    EXPECT_EQ(ct::check_problem(*p), 0);
+  }
+  // Valid for the cache it was created for, not for a smaller view of it.
+  rebuilt(p->block_table, (int32_t)bs, p->num_blocks);
+  int32_t max_id = 0;
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < (p->kv_lens[r] + bs - 1) / bs; ++c)
+      max_id = std::max(max_id, p->block_table[r * p->cols + c]);
+  int64_t view_shape[5] = {2, max_id, bs, cfg.num_kv_heads, cfg.head_size};
+  DLTensor view = *p->cache.dl();
+  view.shape = view_shape;
+  expect_rejected(*p, VATTN_ERR_INVALID_ARGUMENT, "is outside args.kv_cache's", [&](auto &a) { a.kv_cache = &view; });
+  view_shape[1] = max_id + 1;
+  ASSERT_VATTN_OK(vattn_layer_forward(p->layer.get(), p->plan.get(), &p->args));
+  vattn_forward_args_t a = p->args;
+  a.kv_cache = &view;
+  EXPECT_VATTN_OK(vattn_layer_forward(p->layer.get(), p->plan.get(), &a));
+}
+
 // const layer + const plan may be used from several threads at once.
 TEST(CpuConcurrency, ConcurrentForwardsOnOnePlan) {
   auto g = seeded();

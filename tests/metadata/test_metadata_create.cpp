@@ -340,3 +340,112 @@ TEST(MetadataUnpadded, BadArguments) {
 }
 
 }  // namespace
+
+// The block-table check scans exactly the entries each request needs
+// (ceil(seq_len / block_size) of its row), whatever the row lengths: a bad
+// id in any needed entry is reported by position, the first one in
+// row-major order, and garbage past the needed entries is accepted.
+TEST(MetadataCreate, BlockTableEveryNeededEntryChecked) {
+  std::mt19937_64 g(vt::test_seed());
+  // Lengths that give 0..37 needed blocks (8-wide body, tails, empty rows).
+  std::vector<int32_t> qlens, slens;
+  for (int32_t nb = 0; nb <= 37; ++nb) {
+    qlens.push_back(nb == 0 ? 0 : 1);
+    slens.push_back(nb * 4 - (nb > 0 ? std::uniform_int_distribution<int32_t>(0, 3)(g) : 0));
+  }
+  Batch base = mdt::make_batch(g, qlens, slens, 4, 0, 3);
+  // Unused entries hold ids outside the cache: still accepted.
+  for (int64_t r = 0; r < base.num_reqs; ++r)
+    for (int64_t c = (slens[r] + 3) / 4; c < base.cols; ++c)
+      base.block_table[r * base.cols + c] = (c % 2) ? -7 : INT32_MAX;
+  {
+    vattn_metadata_t *md = nullptr;
+    vattn_metadata_desc_t d = base.desc();
+    ASSERT_VATTN_OK(vattn_metadata_create(&md, &d));
+    vattn_metadata_desc_t o;
+    vattn_metadata_desc_init(&o);
+    ASSERT_VATTN_OK(vattn_metadata_describe(md, &o));
+    EXPECT_EQ(mdt::vec(o.block_table, base.rows * base.cols), base.block_table);  // kept verbatim
+    vattn_metadata_destroy(md);
+  }
+  const int32_t bad_values[] = {-1, INT32_MIN, (int32_t)base.num_cache_blocks, INT32_MAX};
+  for (int64_t r = 0; r < base.num_reqs; ++r) {
+    const int64_t need = (slens[r] + 3) / 4;
+    for (int64_t c = 0; c < need; ++c) {
+      Batch b = base;
+      const int32_t v = bad_values[(r + c) % 4];
+      b.block_table[r * b.cols + c] = v;
+      // A second bad entry later in row-major order is not the one reported.
+      if (r + 1 < b.num_reqs && slens[r + 1] > 0) b.block_table[(r + 1) * b.cols] = -1;
+      vattn_metadata_desc_t d = b.desc();
+      vattn_metadata_t *out = kSentinel();
+      const std::string needle = "block_table[" + std::to_string(r) + "][" + std::to_string(c) +
+                                 "] = " + std::to_string(v) + " is outside the cache";
+      EXPECT_VATTN_ERR(vattn_metadata_create(&out, &d), VATTN_ERR_INVALID_ARGUMENT, needle.c_str());
+      EXPECT_EQ(out, nullptr);
+    }
+  }
+  // Without a cache size the ids are not checked (only the row lengths).
+  Batch b = base;
+  b.block_table[5 * b.cols] = -1;
+  b.num_cache_blocks = 0;
+  b.slots.assign(b.slots.size(), -1);
+  vattn_metadata_desc_t d = b.desc();
+  vattn_metadata_t *md = nullptr;
+  EXPECT_VATTN_OK(vattn_metadata_create(&md, &d));
+  vattn_metadata_destroy(md);
+  // Row too short for a request: named before any bad id in later rows.
+  b = base;
+  b.seq_lens[3] = (int32_t)(b.cols * 4 + 1);
+  b.block_table[10 * b.cols] = -1;
+  d = b.desc();
+  md = kSentinel();
+  EXPECT_VATTN_ERR(vattn_metadata_create(&md, &d), VATTN_ERR_INVALID_ARGUMENT,
+                   "blocks needed by request 3");
+  EXPECT_EQ(md, nullptr);
+}
+
+// block_size 0 (unknown): every column of every request's row is checked.
+TEST(MetadataCreate, BlockTableWholeRowsWithoutBlockSize) {
+  std::mt19937_64 g(vt::test_seed());
+  Batch b = mdt::make_batch(g, {3, 4, 2, 5}, {10, 4, 19, 7}, 4, 0, 2);
+  b.block_size = 0;
+  b.slots.assign(b.slots.size(), -1);
+  vattn_metadata_desc_t d = b.desc();
+  vattn_metadata_t *md = nullptr;
+  ASSERT_VATTN_OK(vattn_metadata_create(&md, &d));  // padding entries are 0
+  vattn_metadata_destroy(md);
+  b.block_table[1 * b.cols + b.cols - 1] = (int32_t)b.num_cache_blocks;
+  d = b.desc();
+  md = kSentinel();
+  const std::string needle = "block_table[1][" + std::to_string(b.cols - 1) + "]";
+  EXPECT_VATTN_ERR(vattn_metadata_create(&md, &d), VATTN_ERR_INVALID_ARGUMENT, needle.c_str());
+  EXPECT_EQ(md, nullptr);
+}
+
+// Every slot position, incl. padding entries, is checked (vectorised scan
+// with an exact report).
+TEST(MetadataCreate, SlotMappingEveryEntryChecked) {
+  std::mt19937_64 g(vt::test_seed());
+  Batch base = mdt::make_batch(g, {3, 4, 2, 5, 9, 1}, {10, 4, 19, 7, 30, 3}, 4, 3);
+  const int64_t n = (int64_t)base.slots.size(), real = base.real_tokens();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t v : {INT64_MIN, (int64_t)-2, base.num_cache_blocks * base.block_size, INT64_MAX}) {
+      Batch b = base;
+      b.slots[i] = v;
+      vattn_metadata_desc_t d = b.desc();
+      vattn_metadata_t *out = kSentinel();
+      const std::string needle = "slot_mapping[" + std::to_string(i) + "] = " + std::to_string(v);
+      EXPECT_VATTN_ERR(vattn_metadata_create(&out, &d), VATTN_ERR_INVALID_ARGUMENT, needle.c_str());
+      EXPECT_EQ(out, nullptr);
+    }
+    if (i >= real) {  // a padding entry must be -1, even when it is a valid slot
+      Batch b = base;
+      b.slots[i] = 0;
+      vattn_metadata_desc_t d = b.desc();
+      vattn_metadata_t *out = kSentinel();
+      EXPECT_VATTN_ERR(vattn_metadata_create(&out, &d), VATTN_ERR_INVALID_ARGUMENT, "must be -1");
+      EXPECT_EQ(out, nullptr);
+    }
+  }
+}

@@ -279,4 +279,68 @@ TEST(SlotMappingV0, BadInputsLeaveOutputUntouched) {
   EXPECT_EQ(len, 0);
 }
 
+// Block sizes that are not powers of two (division path) and huge cache
+// sizes / positions (no 32-bit overflow), against the naive formula; bad
+// tokens anywhere leave the output untouched and are named.
+TEST(SlotMappingV1, AnyBlockSizeMatchesNaive) {
+  std::mt19937_64 g(vt::test_seed());
+  for (int32_t bs : {1, 3, 5, 12, 16, 48, 100}) {
+    for (int it = 0; it < 10; ++it) {
+      V1Case c = random_v1(g, 1);
+      // Re-derive positions for this block size: rows of 12 blocks.
+      c.bs = bs;
+      c.pos.clear();
+      c.qsl.assign(1, 0);
+      for (int64_t r = 0; r < c.reqs; ++r) {
+        const int64_t seq = std::uniform_int_distribution<int64_t>(1, (int64_t)bs * c.stride)(g);
+        const int64_t q = std::uniform_int_distribution<int64_t>(1, std::min<int64_t>(seq, 30))(g);
+        c.nblocks[r] = (int32_t)((seq + bs - 1) / bs);
+        for (int64_t b = 0; b < c.stride; ++b)
+          c.table[r * c.stride + b] = std::uniform_int_distribution<int32_t>(0, INT32_MAX)(g);
+        for (int64_t i = 0; i < q; ++i) c.pos.push_back(seq - q + i);
+        c.qsl.push_back(c.qsl.back() + (int32_t)q);
+      }
+      c.ncb = (it % 2) ? 0 : (INT64_C(1) << 33);  // unchecked / larger than any int32 id
+      const int64_t n = c.qsl.back();
+      std::vector<int64_t> out(n + 1, 0x5555);
+      auto a = c.args();
+      ASSERT_VATTN_OK(vattn_slot_mapping_compute(&a, out.data(), (int64_t)out.size()));
+      for (int64_t r = 0; r < c.reqs; ++r)
+        for (int32_t t = c.qsl[r]; t < c.qsl[r + 1]; ++t) {
+          const int64_t p = c.pos[t];
+          ASSERT_EQ(out[t], (int64_t)c.table[r * c.stride + p / bs] * bs + p % bs) << "bs=" << bs;
+        }
+      EXPECT_EQ(out[n], -1);
+      // The last token of the last request, then the first token, made bad.
+      for (int64_t t : {n - 1, INT64_C(0)}) {
+        const int64_t r = t == 0 ? 0 : c.reqs - 1;
+        const std::vector<int64_t> poison(out.size(), 0x7777);
+        auto expect_bad = [&](const V1Case &d, const std::string &needle) {
+          std::vector<int64_t> o = poison;
+          auto b = d.args();
+          EXPECT_VATTN_ERR(vattn_slot_mapping_compute(&b, o.data(), (int64_t)o.size()),
+                           VATTN_ERR_INVALID_ARGUMENT, needle.c_str());
+          EXPECT_EQ(o, poison);
+        };
+        V1Case d = c;
+        d.pos[t] = -1;
+        expect_bad(d, "positions[" + std::to_string(t) + "] = -1 is negative");
+        d = c;
+        d.pos[t] = (int64_t)d.nblocks[r] * bs;
+        expect_bad(d, "positions[" + std::to_string(t) + "]");
+        d = c;
+        const int64_t bi = d.pos[t] / bs;
+        d.table[r * d.stride + bi] = -2;
+        expect_bad(d, "block_table[" + std::to_string(r) + "][" + std::to_string(bi) + "] = -2");
+        if (c.ncb == 0) {  // a cache of 1000 blocks: id 1000 is just outside
+          for (auto &id : d.table) id = id < 0 ? id : id % 1000;
+          d.ncb = 1000;
+          d.table[r * d.stride + bi] = 1000;
+          expect_bad(d, "block_table[" + std::to_string(r) + "][" + std::to_string(bi) + "] = 1000");
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
