@@ -55,6 +55,9 @@ def issue_shapes():
     for B, L in [(16, 1024), (4, 4096), (1, 16384)]:
         out.append(shape("prefill-causal-%dx%d" % (B, L), "prefill", B, L))
     out.append(shape("mixed-4x512@2k+128dec@2k", "mixed", 0, 0))
+    # The mixed batch's two parts alone (issue 5: mixed within 15% of their sum).
+    out.append(shape("mixed-part-4x512@2k", "mixed", 0, 0, decodes=0))
+    out.append(shape("mixed-part-128dec@2k", "mixed", 0, 0, prefills=0))
     out.append(shape("cache-write-64k", "cache-write", 64, 1024))
     return out
 
@@ -454,6 +457,19 @@ def table(rows, meta):
              "eager median (both eager launches)." % "16")
     for n in notes:
         L.append("%s %s." % (mark[n], n))
+    # Mixed batch against the sum of its parts measured alone (same run).
+    med = {}
+    for row in rows:
+        e = (row.get("vattn") or {}).get("eager")
+        if e:
+            med[row["shape"]["id"]] = e["median_us"]
+    whole, parts = "mixed-4x512@2k+128dec@2k", ("mixed-part-4x512@2k", "mixed-part-128dec@2k")
+    if whole in med and all(p in med for p in parts):
+        tot = sum(med[p] for p in parts)
+        L.append("")
+        L.append("Mixed batch vs its parts alone (eager medians): %s µs vs %s + %s = %s µs, ratio %.2f."
+                 % (fmt_us(med[whole]), fmt_us(med[parts[0]]), fmt_us(med[parts[1]]), fmt_us(tot),
+                    med[whole] / tot))
     return "\n".join(L) + "\n"
 
 

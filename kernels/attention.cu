@@ -24,6 +24,16 @@ bool attention_supported(int32_t elem, int32_t cache, int32_t hs) {
   }
 }
 
+int32_t attention_rows_per_tile(int32_t hs) {
+  switch (hs) {
+#define VATTN_X(H) \
+  case H: return AttnShape<H>::BM;
+    VATTN_ATTN_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    default: return kAttnRowsPerTile;
+  }
+}
+
 template <class T>
 static cudaError_t prepare_t(int32_t cache, int32_t hs) {
   switch (cache) {

@@ -7,20 +7,26 @@
 // Work decomposition (built on the host by the plan, see launch.h):
 //   grid = (grid_x, num_kv_heads); CTA (x, kvh) walks items x, x + grid_x,
 //   ... < *num_items (the count lives on the device, so a captured graph
-//   replays any batch).  An item = up to BM = 64 query rows of one request,
+//   replays any batch).  An item = up to BM query rows of one request
+//   (BM = 128 for head sizes <= 128, 64 above; attention_rows_per_tile()),
 //   where row = token * G + g packs the G query heads of KV head kvh (GQA
 //   heads share every K/V tile they load), against keys [kv_begin, kv_end).
 //
-// CTA = 4 warps; warp w owns rows [16w, 16w + 16).  Per key tile of BN keys:
-//   K, V tiles -> shared memory (16-byte cp.async for 16-bit caches, 16-byte
-//   loads + exact fp8 -> T conversion for fp8 caches; keys past the range
-//   are zero-filled so no garbage reaches the P.V product);
-//   S = Q K^T with mma.m16n8k16 (Q from shared, fragments via ldmatrix);
-//   scale, soft-cap, ALiBi, mask; online softmax in base 2 (fp32);
+// CTA = 4 warps; warp w owns rows [16 MT w, 16 MT (w + 1)) as MT m16 tiles
+// (MT = BM / 64), so each K / V fragment read from shared memory feeds MT
+// mma.  Keys stream through a 3-buffer pipeline of BN-key tiles: tile t + 2
+// is fetched (16-byte cp.async for 16-bit caches; 16-byte loads + exact
+// fp8 -> T conversion for fp8 caches; keys past the range zero-filled so no
+// garbage reaches P V) while tile t is computed, one CTA barrier per tile:
+//   S = Q K^T with mma.m16n8k16 (Q and K fragments via ldmatrix);
+//   scale, soft-cap, ALiBi, mask; online softmax in base 2 (fp32), with an
+//   unmasked path for tiles the warp sees whole and lazy rescaling
+//   (softmax.cuh); warps skip tiles none of their rows can see;
 //   O += P V with P re-packed from the S accumulators (no shared round trip).
-// Shapes: shared Q [BM][D+8], K [BN][D+8], V [BN][D+8] elements of T (the
-// +8 pad makes ldmatrix rows hit distinct banks).  BN = 64 (32 for D = 256
-// to bound registers: O is D/2 fp32 per thread).
+// Shapes: shared Q [BM][D+8], 3 x (K [BN][D+8], V [BN][D+8]) elements of T
+// (the +8 pad makes ldmatrix rows hit distinct banks); BN = 64 up to head
+// size 96, 32 up to 128, 16 at 256 (registers: O is MT D/2 fp32 per thread;
+// shared memory: two CTAs per SM).
 //
 // fp8 caches: K and V are decoded exactly to T; k_scale multiplies the
 // score and v_scale the output, so dequantisation costs no extra rounding.
@@ -38,6 +44,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "softmax.cuh"
 
 namespace vattn {
 namespace kern {
@@ -62,27 +69,38 @@ __device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
 
 template <int HS>
 struct AttnShape {
-  static constexpr int BM = kAttnRowsPerTile;
-  static constexpr int BN = HS >= 256 ? 32 : 64;
+  // m16 row tiles per warp: 2 (32 rows) halves the shared-memory reads per
+  // mma (each K / V fragment feeds two tiles); head size 256 keeps 1 to fit
+  // its D/2 fp32 output accumulators per tile in registers.
+  static constexpr int MT = HS <= 128 ? 2 : 1;
+  static constexpr int BM = 64 * MT;
+  // Keys per tile: bounded by registers (S is MT x BN/2 fp32 per thread)
+  // and by shared memory (two CTAs per SM: <= ~113 KiB each).
+  static constexpr int BN = HS >= 256 ? 16 : HS > 96 ? 32 : 64;
   static constexpr int SROW = HS + 8;  // shared row stride in elements
   static constexpr int kThreads = 128;
+  // K/V tile buffers: tile t + 2 is loaded while t is computed, into the
+  // buffer of t - 1, which every warp left before the barrier of step t
+  // (one barrier per tile).
+  static constexpr int kStages = 3;
   static constexpr size_t smem_bytes(size_t elem_bytes) {
-    return static_cast<size_t>(BM + 2 * BN) * SROW * elem_bytes;
+    return static_cast<size_t>(BM + kStages * 2 * BN) * SROW * elem_bytes;
   }
+  static_assert((BM + kStages * 2 * BN) * SROW * 2 <= 113 * 1024, "two CTAs per SM");
 };
 
 template <class T, int CACHE, int HS>
-__global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
   using S = AttnShape<HS>;
-  constexpr int BM = S::BM, BN = S::BN, SROW = S::SROW;
+  constexpr int MT = S::MT, BM = S::BM, BN = S::BN, SROW = S::SROW;
   constexpr int DF = HS / 8;  // 8-wide output fragments
   constexpr int NF = BN / 8;  // 8-wide score fragments
+  constexpr int KV_STAGE = 2 * BN * SROW;  // elements: K rows then V rows
   using KVT = typename std::conditional<CACHE == kCacheAuto, T, uint8_t>::type;
 
   extern __shared__ uint4 smem_u4[];
   T *sQ = reinterpret_cast<T *>(smem_u4);
-  T *sK = sQ + BM * SROW;
-  T *sV = sK + BN * SROW;
+  T *sKV = sQ + BM * SROW;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
@@ -92,106 +110,76 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
   const T *qbase = static_cast<const T *>(p.q);
   const KVT *kbase = static_cast<const KVT *>(p.k);
   const KVT *vbase = static_cast<const KVT *>(p.v);
-  const float score_scale = p.scale * p.k_scale;
-  const bool use_softcap = p.softcap > 0.f;
+  const int bs = p.block_size;
+  const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;  // power-of-two block size
+
+  ScoreCtx sc;
+  sc.scale = p.scale * p.k_scale;
+  sc.scale_log2 = sc.scale * kLog2e;
+  sc.softcap = p.softcap;
+  sc.inv_softcap = p.softcap > 0.f ? 1.f / p.softcap : 0.f;
+  sc.alibi = p.alibi;
+  sc.window_left = p.window_left;
+  sc.window_right = p.window_right;
 
   for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
     const AttnItem it = p.items[item_idx];
     const AttnReq rq = p.reqs[it.req];
-    const bool causal = rq.causal != 0 && p.allow_causal != 0;
+    sc.causal = rq.causal != 0 && p.allow_causal != 0;
     // Dense K/V (encoder types): keys are the request's own rows, kv_len =
     // q_len, positions start at 0.  Paged: bottom-right aligned positions.
     const int qpos0 = p.paged ? rq.q_pos0 : 0;
     const int kv_len = p.paged ? rq.kv_len : rq.q_len;
-
-    __syncthreads();  // the previous item is done with shared memory
-    // ---- Q tile: rows past num_rows are zero (their scores are masked).
-    for (int c = tid; c < BM * (HS / 8); c += S::kThreads) {
-      const int row = c / (HS / 8), ch = c - row * (HS / 8);
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (row < it.num_rows) {
-        const int lr = it.q_row0 + row;
-        const int64_t tok = rq.q_start + lr / G;
-        const int h = kvh * G + lr % G;
-        val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
-                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
-      }
-      *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
-    }
-
-    // ---- this thread's two rows (gq and gq + 8 of the warp's 16)
-    int qpos[2], head[2];
-    bool rvalid[2];
-    float slope[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = warp * 16 + gq + 8 * i;
-      rvalid[i] = row < it.num_rows;
-      const int lr = it.q_row0 + (rvalid[i] ? row : 0);
-      qpos[i] = qpos0 + lr / G;
-      head[i] = kvh * G + lr % G;
-      slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
-    }
+    const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
 
     // ---- key range of the item, clipped by causality / windows of its rows
     const int qmin = qpos0 + it.q_row0 / G;
     const int qmax = qpos0 + (it.q_row0 + it.num_rows - 1) / G;
     int kend = it.kv_end < kv_len ? it.kv_end : kv_len;
-    if (causal && kend > qmax + 1) kend = qmax + 1;
+    if (sc.causal && kend > qmax + 1) kend = qmax + 1;
     if (p.window_right >= 0 && kend > qmax + p.window_right + 1) kend = qmax + p.window_right + 1;
     int kstart = it.kv_begin;
     if (p.window_left >= 0 && qmin - p.window_left > kstart)
       kstart += ((qmin - p.window_left - kstart) / BN) * BN;  // skip whole tiles out of the window
+    sc.kend = kend;
+    const int ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
 
-    float o[DF][4];
-#pragma unroll
-    for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const bool warp_active = warp * 16 < it.num_rows;
-
-    for (int k0 = kstart; k0 < kend; k0 += BN) {
-      __syncthreads();  // previous tile consumed
-      // ---- K, V tiles
-      if constexpr (CACHE == kCacheAuto) {
-        for (int c = tid; c < BN * (HS / 8); c += S::kThreads) {
-          const int kr = c / (HS / 8), ch = c - kr * (HS / 8);
-          const int j = k0 + kr;
-          const bool ok = j < kend;
-          const KVT *ks = kbase, *vs = vbase;
-          if (ok) {
-            if (p.paged) {
-              const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
-              const int64_t off = j % p.block_size;
-              ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * 8;
-              vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * 8;
-            } else {
-              const int64_t tk = rq.kv_start + j;
-              ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * 8;
-              vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * 8;
-            }
-          }
+    // Tile t of the item -> shared stage t % kStages.  16-bit caches: 16-byte
+    // cp.async (committed by the caller); fp8: 16-byte loads decoded exactly
+    // to T and stored.  Keys past kend are zero-filled so no garbage reaches
+    // the P V product.
+    auto load_kv = [&](int t) {
+      const int k0 = kstart + t * BN;
+      T *sK = sKV + (t % S::kStages) * KV_STAGE;
+      T *sV = sK + BN * SROW;
+      constexpr int CH = CACHE == kCacheAuto ? HS / 8 : HS / 16;  // 16-byte chunks per key row
+      constexpr int EPC = CACHE == kCacheAuto ? 8 : 16;           // cache elements per chunk
+#pragma unroll 2
+      for (int c = tid; c < BN * CH; c += S::kThreads) {
+        const int kr = c / CH, ch = c - kr * CH;
+        const int j0 = k0 + kr;
+        const bool ok = j0 < kend;
+        // Keys past the range read a valid key's address (kstart < kend)
+        // and copy 0 bytes: no branch around the address arithmetic.
+        const int j = ok ? j0 : kstart;
+        const KVT *ks, *vs;
+        if (p.paged) {
+          const int bi = bs_shift >= 0 ? j >> bs_shift : j / bs;
+          const int64_t blk = bt_row[bi];
+          const int64_t off = j - bi * bs;
+          ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * EPC;
+          vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * EPC;
+        } else {
+          const int64_t tk = rq.kv_start + j;
+          ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * EPC;
+          vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * EPC;
+        }
+        if constexpr (CACHE == kCacheAuto) {
           cp_async_16(sK + kr * SROW + ch * 8, ks, ok);
           cp_async_16(sV + kr * SROW + ch * 8, vs, ok);
-        }
-        cp_async_commit();
-        cp_async_wait_all();
-      } else {
-        for (int c = tid; c < BN * (HS / 16); c += S::kThreads) {
-          const int kr = c / (HS / 16), ch = c - kr * (HS / 16);
-          const int j = k0 + kr;
+        } else {
           uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
-          if (j < kend) {
-            const KVT *ks, *vs;
-            if (p.paged) {
-              const int64_t blk = p.block_table[rq.bt_row * p.bt_stride + j / p.block_size];
-              const int64_t off = j % p.block_size;
-              ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * 16;
-              vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * 16;
-            } else {
-              const int64_t tk = rq.kv_start + j;
-              ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * 16;
-              vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * 16;
-            }
+          if (ok) {
             kraw = *reinterpret_cast<const uint4 *>(ks);
             vraw = *reinterpret_cast<const uint4 *>(vs);
           }
@@ -211,130 +199,182 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttnParams p) {
           vd[1] = make_uint4(vw[4], vw[5], vw[6], vw[7]);
         }
       }
-      __syncthreads();
-      if (!warp_active) continue;
+    };
 
-      // ---- S = Q K^T  (16 rows x BN keys per warp)
-      float s[NF][4];
-#pragma unroll
-      for (int f = 0; f < NF; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < HS / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, sQ + (warp * 16 + (lane & 15)) * SROW + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-        for (int f2 = 0; f2 < NF / 2; ++f2) {
-          uint32_t b[4];
-          ldmatrix_x4(b, sK + (f2 * 16 + (lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 +
-                             8 * ((lane >> 3) & 1));
-          mma_16816<T>(s[2 * f2], a, b[0], b[1]);
-          mma_16816<T>(s[2 * f2 + 1], a, b[2], b[3]);
-        }
+    __syncthreads();  // the previous item is done with shared memory
+    // ---- Q tile (cp.async, in the first group): rows past num_rows are
+    // zero (their scores are masked).
+    for (int c = tid; c < BM * (HS / 8); c += S::kThreads) {
+      const int row = c / (HS / 8), ch = c - row * (HS / 8);
+      const bool ok = row < it.num_rows;
+      const T *src = qbase;
+      if (ok) {
+        const int lr = it.q_row0 + row;
+        const int64_t tok = rq.q_start + lr / G;
+        const int h = kvh * G + lr % G;
+        src = qbase + tok * p.q_stride_tok + static_cast<int64_t>(h) * p.q_stride_head + ch * 8;
       }
+      cp_async_16(sQ + row * SROW + ch * 8, src, ok);
+    }
+    if (ntiles > 0) load_kv(0);
+    cp_async_commit();  // group 0: Q + tile 0
+    if (ntiles > 1) load_kv(1);
+    cp_async_commit();  // group 1: tile 1 (possibly empty)
 
-      // ---- scores -> base-2 logits with masks; online softmax
-      float mx[2] = {-INFINITY, -INFINITY};
+    // ---- this thread's rows: m-tile mt, rows gq and gq + 8 of the warp's
+    RowCtx rc[MT];
+    int head[MT][2];
+    const int wrow0 = warp * 16 * MT;  // the warp's first row
 #pragma unroll
-      for (int f = 0; f < NF; ++f) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          const int j = k0 + f * 8 + 2 * tq + (e & 1);
-          float x = s[f][e] * score_scale;
-          if (use_softcap) x = p.softcap * tanhf(x / p.softcap);
-          x -= slope[i] * fabsf(static_cast<float>(j - qpos[i]));  // = slope * (j - qpos) for causal keys
-          bool vis = rvalid[i] && j < kend;
-          if (causal) vis = vis && j <= qpos[i];
-          if (p.window_left >= 0) vis = vis && qpos[i] - j <= p.window_left;
-          if (p.window_right >= 0) vis = vis && j - qpos[i] <= p.window_right;
-          x = vis ? x * kLog2e : -INFINITY;
-          s[f][e] = x;
-          mx[i] = fmaxf(mx[i], x);
-        }
-      }
-      float alpha[2];
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        const float mnew = fmaxf(m[i], mx[i]);
-        // mnew == -inf: nothing visible yet; keep everything at zero.
-        alpha[i] = mnew == -INFINITY ? 1.f : exp2f(m[i] - mnew);
-        m[i] = mnew;
+        const int row = wrow0 + mt * 16 + gq + 8 * i;
+        rc[mt].valid[i] = row < it.num_rows;
+        const int lr = it.q_row0 + (rc[mt].valid[i] ? row : 0);
+        rc[mt].qpos[i] = qpos0 + lr / G;
+        head[mt][i] = kvh * G + lr % G;
+        rc[mt].slope[i] = p.alibi ? p.alibi[head[mt][i]] : 0.f;
       }
-      float rs[2] = {0.f, 0.f};
-#pragma unroll
-      for (int f = 0; f < NF; ++f) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          const float pe = m[i] == -INFINITY ? 0.f : exp2f(s[f][e] - m[i]);
-          s[f][e] = pe;
-          rs[i] += pe;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + rs[i];
-#pragma unroll
-      for (int f = 0; f < DF; ++f) {
-        o[f][0] *= alpha[0];
-        o[f][1] *= alpha[0];
-        o[f][2] *= alpha[1];
-        o[f][3] *= alpha[1];
-      }
+    }
+    // The warp's query positions (for tile skipping and the unmasked path).
+    const bool warp_active = wrow0 < it.num_rows;
+    const bool warp_full = wrow0 + 16 * MT <= it.num_rows;
+    const int wlast = (warp_full ? wrow0 + 16 * MT : it.num_rows) - 1;
+    const int wqmin = qpos0 + (it.q_row0 + wrow0) / G;
+    const int wqmax = qpos0 + (it.q_row0 + (warp_active ? wlast : wrow0)) / G;
 
-      // ---- O += P V
+    float o[MT][DF][4];
 #pragma unroll
-      for (int k2 = 0; k2 < BN / 16; ++k2) {
-        uint32_t a[4];
-        a[0] = Elem<T>::pack2(s[2 * k2][0], s[2 * k2][1]);
-        a[1] = Elem<T>::pack2(s[2 * k2][2], s[2 * k2][3]);
-        a[2] = Elem<T>::pack2(s[2 * k2 + 1][0], s[2 * k2 + 1][1]);
-        a[3] = Elem<T>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int d2 = 0; d2 < HS / 16; ++d2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, sV + (k2 * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * SROW +
-                                   d2 * 16 + 8 * (lane >> 4));
-          mma_16816<T>(o[2 * d2], a, b[0], b[1]);
-          mma_16816<T>(o[2 * d2 + 1], a, b[2], b[3]);
+      for (int f = 0; f < DF; ++f) o[mt][f][0] = o[mt][f][1] = o[mt][f][2] = o[mt][f][3] = 0.f;
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+
+    for (int t = 0; t < ntiles; ++t) {
+      // Launder the loop-invariant flags through an empty asm so that the
+      // compiler does not unswitch the loop into one copy of the whole tile
+      // body per flag combination (code size: instruction-cache misses).
+      asm volatile("" : "+f"(sc.softcap), "+l"(sc.alibi));
+      const int k0 = kstart + t * BN;
+      // Groups committed so far: 0 .. t + 1 (group g holds tile g); all but
+      // the newest done = tile t has landed.
+      cp_async_wait_group<1>();
+      __syncthreads();  // tile t (and Q) visible; every warp is done with tile t - 1
+      if (t + 2 < ntiles) load_kv(t + 2);  // into tile t - 1's buffer
+      cp_async_commit();
+      const int klast = k0 + BN - 1;
+      // Skip tiles that no row of this warp can see (past the causal /
+      // right-window edge, or before the left window); the online-softmax
+      // state is unchanged by an all-masked tile.
+      bool skip = !warp_active;
+      if (sc.causal) skip = skip || k0 > wqmax;
+      if (p.window_right >= 0) skip = skip || k0 - wqmax > p.window_right;
+      if (p.window_left >= 0) skip = skip || wqmin - klast > p.window_left;
+      if (!skip) {
+        const T *sK = sKV + (t % S::kStages) * KV_STAGE;
+        const T *sV = sK + BN * SROW;
+        // ---- S = Q K^T  (16 * MT rows x BN keys per warp)
+        float s[MT][NF][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int f = 0; f < NF; ++f) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; ++kk) {
+          uint32_t a[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            ldmatrix_x4(a[mt], sQ + (wrow0 + mt * 16 + (lane & 15)) * SROW + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+          for (int f2 = 0; f2 < NF / 2; ++f2) {
+            uint32_t b[4];
+            ldmatrix_x4(b, sK + (f2 * 16 + (lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 +
+                               8 * ((lane >> 3) & 1));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_16816<T>(s[mt][2 * f2], a[mt], b[0], b[1]);
+              mma_16816<T>(s[mt][2 * f2 + 1], a[mt], b[2], b[3]);
+            }
+          }
+        }
+        // ---- masks + online softmax; the unmasked path when every pair
+        // (row of the warp, key of the tile) is visible.
+        bool full = warp_full && klast < kend;
+        if (sc.causal) full = full && klast <= wqmin;
+        if (p.window_left >= 0) full = full && wqmax - k0 <= p.window_left;
+        if (p.window_right >= 0) full = full && klast - wqmin <= p.window_right;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) scores_to_logits(s[mt], sc, rc[mt], k0, tq);
+        if (!full) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) apply_masks(s[mt], sc, rc[mt], k0, tq);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) online_softmax(s[mt], o[mt], m[mt], l[mt]);
+        // ---- O += P V (P re-packed from the S accumulators)
+#pragma unroll
+        for (int k2 = 0; k2 < BN / 16; ++k2) {
+          uint32_t a[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            a[mt][0] = Elem<T>::pack2(s[mt][2 * k2][0], s[mt][2 * k2][1]);
+            a[mt][1] = Elem<T>::pack2(s[mt][2 * k2][2], s[mt][2 * k2][3]);
+            a[mt][2] = Elem<T>::pack2(s[mt][2 * k2 + 1][0], s[mt][2 * k2 + 1][1]);
+            a[mt][3] = Elem<T>::pack2(s[mt][2 * k2 + 1][2], s[mt][2 * k2 + 1][3]);
+          }
+#pragma unroll
+          for (int d2 = 0; d2 < HS / 16; ++d2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, sV + (k2 * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * SROW +
+                                     d2 * 16 + 8 * (lane >> 4));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_16816<T>(o[mt][2 * d2], a[mt], b[0], b[1]);
+              mma_16816<T>(o[mt][2 * d2 + 1], a[mt], b[2], b[3]);
+            }
+          }
         }
       }
     }
+    cp_async_wait_group<0>();  // drain (the Q group when the item has no tile)
 
     // ---- epilogue
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    }
     if (!warp_active) continue;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      if (!rvalid[i]) continue;
-      const int row = warp * 16 + gq + 8 * i;
-      const int lr = it.q_row0 + row;
-      float lse = l[i] > 0.f ? (m[i] + log2f(l[i])) * kLn2 : -INFINITY;
-      float f = l[i] > 0.f ? p.v_scale / l[i] : 0.f;
-      if (it.ws_base < 0) {
-        if (p.sinks) apply_sink(p.sinks[head[i]], &lse, &f);
-        const int64_t tok = rq.q_start + lr / G;
-        T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok +
-                 static_cast<int64_t>(head[i]) * p.o_stride_head;
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int df = 0; df < DF; ++df) {
-          const uint32_t w = Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
-          *reinterpret_cast<uint32_t *>(out + df * 8 + 2 * tq) = w;
+      for (int i = 0; i < 2; ++i) {
+        float li = l[mt][i];
+        li += __shfl_xor_sync(0xffffffffu, li, 1);
+        li += __shfl_xor_sync(0xffffffffu, li, 2);
+        if (!rc[mt].valid[i]) continue;
+        const int row = wrow0 + mt * 16 + gq + 8 * i;
+        const int lr = it.q_row0 + row;
+        const int h = head[mt][i];
+        float lse = li > 0.f ? (m[mt][i] + log2f(li)) * kLn2 : -INFINITY;
+        float f = li > 0.f ? p.v_scale / li : 0.f;
+        if (it.ws_base < 0) {
+          if (p.sinks) apply_sink(p.sinks[h], &lse, &f);
+          const int64_t tok = rq.q_start + lr / G;
+          T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
+#pragma unroll
+          for (int df = 0; df < DF; ++df) {
+            const uint32_t w = Elem<T>::pack2(o[mt][df][2 * i] * f, o[mt][df][2 * i + 1] * f);
+            *reinterpret_cast<uint32_t *>(out + df * 8 + 2 * tq) = w;
+          }
+          if (p.lse && tq == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+        } else {
+          const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
+          float *wo = p.ws_o + wr * HS;
+#pragma unroll
+          for (int df = 0; df < DF; ++df)
+            *reinterpret_cast<float2 *>(wo + df * 8 + 2 * tq) =
+                make_float2(o[mt][df][2 * i] * f, o[mt][df][2 * i + 1] * f);
+          if (tq == 0) p.ws_lse[wr] = lse;
         }
-        if (p.lse && tq == 0) p.lse[head[i] * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
-      } else {
-        const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
-        float *wo = p.ws_o + wr * HS;
-#pragma unroll
-        for (int df = 0; df < DF; ++df)
-          *reinterpret_cast<float2 *>(wo + df * 8 + 2 * tq) =
-              make_float2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
-        if (tq == 0) p.ws_lse[wr] = lse;
       }
     }
   }

@@ -101,8 +101,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   const T *qbase = static_cast<const T *>(p.q);
   const KVT *kbase = static_cast<const KVT *>(p.k);
   const KVT *vbase = static_cast<const KVT *>(p.v);
-  const float score_scale = p.scale * p.k_scale;
-  const bool use_softcap = p.softcap > 0.f;
+  ScoreCtx sc;
+  sc.scale = p.scale * p.k_scale;
+  sc.scale_log2 = sc.scale * kLog2e;
+  sc.softcap = p.softcap;
+  sc.inv_softcap = p.softcap > 0.f ? 1.f / p.softcap : 0.f;
+  sc.alibi = p.alibi;
+  sc.window_left = p.window_left;
+  sc.window_right = p.window_right;
 
   char *wbase = body + warp * S::WARP_BYTES;
 
@@ -134,17 +140,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
     }
 
-    int qpos[2], head[2];
-    bool rvalid[2];
-    float slope[2];
+    RowCtx rc;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = gq + 8 * i;
-      rvalid[i] = row < it.num_rows;
-      const int lr = it.q_row0 + (rvalid[i] ? row : 0);
-      qpos[i] = qpos0 + lr / G;
-      head[i] = kvh * G + lr % G;
-      slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
+      rc.valid[i] = row < it.num_rows;
+      const int lr = it.q_row0 + (rc.valid[i] ? row : 0);
+      rc.qpos[i] = qpos0 + lr / G;
+      rc.slope[i] = p.alibi ? p.alibi[kvh * G + lr % G] : 0.f;
     }
     const int qmin = qpos0 + it.q_row0 / G;
     const int qmax = qpos0 + (it.q_row0 + it.num_rows - 1) / G;
@@ -154,6 +157,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     int kstart = it.kv_begin;
     if (p.window_left >= 0 && qmin - p.window_left > kstart)
       kstart += ((qmin - p.window_left - kstart) / KT) * KT;
+    sc.causal = causal;
+    sc.kend = kend;
     const int ntiles = kend > kstart ? (kend - kstart + KT - 1) / KT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
     const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
@@ -237,54 +242,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         }
       }
 
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int f = 0; f < 2; ++f) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          const int j = k0 + f * 8 + 2 * tq + (e & 1);
-          float x = s[f][e] * score_scale;
-          if (use_softcap) x = p.softcap * tanhf(x / p.softcap);
-          x -= slope[i] * fabsf(static_cast<float>(j - qpos[i]));
-          bool vis = rvalid[i] && j < kend;
-          if (causal) vis = vis && j <= qpos[i];
-          if (p.window_left >= 0) vis = vis && qpos[i] - j <= p.window_left;
-          if (p.window_right >= 0) vis = vis && j - qpos[i] <= p.window_right;
-          x = vis ? x * kLog2e : -INFINITY;
-          s[f][e] = x;
-          mx[i] = fmaxf(mx[i], x);
-        }
-      }
-      float alpha[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        const float mnew = fmaxf(m[i], mx[i]);
-        alpha[i] = mnew == -INFINITY ? 1.f : exp2f(m[i] - mnew);
-        m[i] = mnew;
-      }
-      float rs[2] = {0.f, 0.f};
-#pragma unroll
-      for (int f = 0; f < 2; ++f) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          const float pe = m[i] == -INFINITY ? 0.f : exp2f(s[f][e] - m[i]);
-          s[f][e] = pe;
-          rs[i] += pe;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) l[i] = l[i] * alpha[i] + rs[i];
-#pragma unroll
-      for (int f = 0; f < DF; ++f) {
-        o[f][0] *= alpha[0];
-        o[f][1] *= alpha[0];
-        o[f][2] *= alpha[1];
-        o[f][3] *= alpha[1];
-      }
+      scores_to_logits(s, sc, rc, k0, tq);
+      apply_masks(s, sc, rc, k0, tq);
+      online_softmax(s, o, m, l);
 
       // ---- O += P V (16 keys)
       if constexpr (kFp8) {

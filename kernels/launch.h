@@ -84,7 +84,10 @@ struct AttnReq {
 struct AttnItem {
   int32_t req, q_row0, num_rows, kv_begin, kv_end, ws_base, pad0_, pad1_;
 };
-constexpr int kAttnRowsPerTile = 64;  // BM: 4 warps x 16 rows
+constexpr int kAttnRowsPerTile = 64;  // the smallest BM of attention_kernel (head size 256)
+// Rows per item of attention_kernel for a head size (its BM: 128 up to head
+// size 128, 64 above); the builder sizes its tiles with it.
+int32_t attention_rows_per_tile(int32_t head_size);
 
 struct AttnParams {
   const void *q;

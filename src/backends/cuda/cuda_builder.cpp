@@ -204,6 +204,12 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     }
   }
 
+  // Longest key ranges first: CTAs start in item order, so the causal
+  // tiles near the diagonal end of long prompts do not form a tail.
+  std::stable_sort(tiles.begin(), tiles.end(), [](const TileDesc &a, const TileDesc &b) {
+    return a.kv_hi - a.kv_lo > b.kv_hi - b.kv_lo;
+  });
+
   // ---- split-KV decision
   const int64_t base = static_cast<int64_t>(tiles.size() + dtiles.size()) * o.num_kv_heads;
   const int64_t target = 2LL * c_.num_sms;
@@ -428,7 +434,7 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   BuilderCfg c;
   c.o = o;
   c.group = G;
-  c.tokens_per_tile = kern::kAttnRowsPerTile / G;
+  c.tokens_per_tile = kern::attention_rows_per_tile(o.head_size) / G;
   c.num_sms = o.num_sms;
   if (c.num_sms == 0) {
     int n = 0;

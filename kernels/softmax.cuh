@@ -1,0 +1,163 @@
+// softmax.cuh -- the score transform, masks and online-softmax step shared by
+// attention_kernel (attention.cuh) and decode_kernel (decode.cuh).
+//
+// Fragment layout (mma.m16n8k16 accumulators): a thread of a warp holds, for
+// one 16-row m-tile, rows gq and gq + 8 (gq = lane / 4) and, per 8-key score
+// fragment f, keys k0 + 8f + 2tq and + 1 (tq = lane % 4): s[f][e] is row
+// e / 2, key k0 + 8f + 2tq + (e & 1).  O accumulators o[df][e] use the same
+// row mapping.
+//
+// Score pipeline (masks: see attention.cuh's header):
+//   x = scale * k_scale * (q . k); soft-cap: x = cap * tanh(x / cap);
+//   ALiBi: x -= slope * |j - qpos| (= slope * (j - qpos) for causal keys);
+//   masked keys -> -inf; logits are kept in base 2 (x * log2 e).
+// The running state per row is (m = a base-2 reference at most
+// kLazyRescaleLog2 below the row's maximum logit, l = this thread's partial
+// sum of 2^(x - m)); l is reduced over the quad once, at the end.
+#pragma once
+
+#include "common.cuh"
+
+namespace vattn {
+namespace kern {
+
+// 2^x with the SFU's approximate exp2 (flush-to-zero: results below 2^-126
+// become 0, which only drops probabilities already negligible next to the
+// row maximum's 1).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Lazy rescaling: the running maximum m of a row is only raised (and O, l
+// rescaled) when some row of the warp sees a logit more than this many
+// base-2 units above its m; otherwise P = 2^(x - m) <= 2^8 stays well inside
+// fp32 / bf16 range and the 2 x D/8 x 4 multiplies of the rescale are skipped.
+constexpr float kLazyRescaleLog2 = 8.f;
+
+// Per-item constants of the score transform (uniform over the CTA).
+struct ScoreCtx {
+  float scale;       // scale * k_scale
+  float scale_log2;  // scale * k_scale * log2 e (plain path)
+  float softcap;     // > 0: on
+  float inv_softcap;
+  const float *alibi;
+  int kend;          // keys >= kend are masked
+  int window_left, window_right;
+  bool causal;
+  __device__ bool plain() const { return softcap <= 0.f && alibi == nullptr; }
+};
+
+// This thread's two rows of one m-tile.
+struct RowCtx {
+  int qpos[2];
+  float slope[2];
+  bool valid[2];
+};
+
+// The three stages below are separate loops (each inlined once per call
+// site) so that a kernel holds one copy of the rarely used soft-cap / ALiBi
+// code and of the masks, instead of one per combination of branches.
+
+// Stage 1: raw Q.K products of keys k0 + 8f + 2tq + (e & 1) -> base-2
+// logits (soft-cap and ALiBi applied when on; no masks).
+template <int NF>
+__device__ __forceinline__ void scores_to_logits(float (&s)[NF][4], const ScoreCtx &c,
+                                                 const RowCtx &r, int k0, int tq) {
+  if (c.plain()) {
+#pragma unroll
+    for (int f = 0; f < NF; ++f)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[f][e] *= c.scale_log2;
+    return;
+  }
+#pragma unroll
+  for (int f = 0; f < NF; ++f) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e >> 1;
+      const int j = k0 + f * 8 + 2 * tq + (e & 1);
+      float x = s[f][e] * c.scale;
+      if (c.softcap > 0.f) x = c.softcap * tanhf(x * c.inv_softcap);
+      x -= r.slope[i] * fabsf(static_cast<float>(j - r.qpos[i]));
+      s[f][e] = x * kLog2e;
+    }
+  }
+}
+
+// Stage 2: logits of invisible (row, key) pairs -> -inf.
+template <int NF>
+__device__ __forceinline__ void apply_masks(float (&s)[NF][4], const ScoreCtx &c, const RowCtx &r,
+                                            int k0, int tq) {
+#pragma unroll
+  for (int f = 0; f < NF; ++f) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e >> 1;
+      const int j = k0 + f * 8 + 2 * tq + (e & 1);
+      bool vis = r.valid[i] && j < c.kend;
+      if (c.causal) vis = vis && j <= r.qpos[i];
+      if (c.window_left >= 0) vis = vis && r.qpos[i] - j <= c.window_left;
+      if (c.window_right >= 0) vis = vis && j - r.qpos[i] <= c.window_right;
+      s[f][e] = vis ? s[f][e] : -INFINITY;
+    }
+  }
+}
+
+// Stage 3: folds a tile of base-2 logits into the running state: s becomes
+// P = 2^(x - m) (unnormalised probabilities, ready to be packed as the A
+// operand of P V); m, l and o are updated (lazy rescaling above).
+template <int NF, int DF>
+__device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF][4], float (&m)[2],
+                                               float (&l)[2]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int f = 0; f < NF; ++f) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[f][e]);
+  }
+  bool grow = false;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    // m == -inf (nothing visible yet) and mx finite counts as growth.
+    grow = grow || mx[i] > m[i] + kLazyRescaleLog2;
+  }
+  if (__any_sync(0xffffffffu, grow)) {  // warp-uniform
+    float alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float mnew = fmaxf(m[i], mx[i]);
+      // mnew == -inf: nothing visible yet; keep everything at zero.
+      alpha[i] = mnew == -INFINITY ? 1.f : fast_exp2(m[i] - mnew);
+      m[i] = mnew;
+      l[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int f = 0; f < DF; ++f) {
+      o[f][0] *= alpha[0];
+      o[f][1] *= alpha[0];
+      o[f][2] *= alpha[1];
+      o[f][3] *= alpha[1];
+    }
+  }
+  // m == -inf: every logit of the row so far is -inf too (P = 0).
+  const float mref[2] = {m[0] == -INFINITY ? 0.f : m[0], m[1] == -INFINITY ? 0.f : m[1]};
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int f = 0; f < NF; ++f) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float pe = fast_exp2(s[f][e] - mref[e >> 1]);
+      s[f][e] = pe;
+      rs[e >> 1] += pe;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) l[i] += rs[i];
+}
+
+}  // namespace kern
+}  // namespace vattn
