@@ -15,18 +15,43 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace vattn {
 
+// std::allocator whose value-less construct() default-initialises (leaves
+// ints uninitialised), so that a buffer about to be overwritten is not
+// zeroed first.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U> &) noexcept {}
+  template <class U>
+  void construct(U *p) noexcept(std::is_nothrow_default_constructible<U>::value) {
+    ::new (static_cast<void *>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U *p, Args &&...args) {
+    ::new (static_cast<void *>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 template <class T>
 class CowVector {
  public:
+  using Vec = std::vector<T, DefaultInitAllocator<T>>;
+
   CowVector() = default;
-  CowVector(std::initializer_list<T> il) : p_(std::make_shared<std::vector<T>>(il)) {}
-  explicit CowVector(std::vector<T> &&v) : p_(std::make_shared<std::vector<T>>(std::move(v))) {}
-  CowVector &operator=(std::vector<T> &&v) {
-    p_ = std::make_shared<std::vector<T>>(std::move(v));
+  CowVector(std::initializer_list<T> il) : p_(std::make_shared<Vec>(il)) {}
+  explicit CowVector(const std::vector<T> &v) : p_(std::make_shared<Vec>(v.begin(), v.end())) {}
+  CowVector &operator=(const std::vector<T> &v) {
+    assign(v.begin(), v.end());
     return *this;
   }
 
@@ -39,13 +64,13 @@ class CowVector {
   // True when `o` shares this buffer (for tests).
   bool shares_with(const CowVector &o) const { return p_ && p_ == o.p_; }
 
-  // The elements as a std::vector this object owns alone (copied first
-  // when shared); valid until the next copy of this object.
-  std::vector<T> &mut() {
+  // The elements as a vector this object owns alone (copied first when
+  // shared); valid until the next copy of this object.
+  Vec &mut() {
     if (!p_) {
-      p_ = std::make_shared<std::vector<T>>();
+      p_ = std::make_shared<Vec>();
     } else if (p_.use_count() > 1) {
-      p_ = std::make_shared<std::vector<T>>(*p_);
+      p_ = std::make_shared<Vec>(*p_);
     } else {
       // Sole owner: pairs with the release in other owners' decrements,
       // so their last reads happen before our writes.
@@ -59,10 +84,23 @@ class CowVector {
       std::atomic_thread_fence(std::memory_order_acquire);
       p_->assign(first, last);
     } else {
-      p_ = std::make_shared<std::vector<T>>(first, last);
+      p_ = std::make_shared<Vec>(first, last);
     }
   }
-  void resize(size_t n) { mut().resize(n); }
+  void resize(size_t n) { mut().resize(n, T()); }  // new elements are T()
+  // n elements this object owns alone, left uninitialised (for a caller
+  // that writes all of them); the old contents are dropped.
+  T *resize_for_overwrite(size_t n) {
+    static_assert(std::is_trivially_copyable<T>::value, "for plain data only");
+    if (p_ && p_.use_count() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      p_->clear();
+      p_->resize(n);
+    } else {
+      p_ = std::make_shared<Vec>(n);
+    }
+    return p_->data();
+  }
   void resize(size_t n, const T &v) { mut().resize(n, v); }
   void push_back(const T &v) { mut().push_back(v); }
   void clear() { p_.reset(); }
@@ -75,7 +113,7 @@ class CowVector {
   }
 
  private:
-  std::shared_ptr<std::vector<T>> p_;
+  std::shared_ptr<Vec> p_;
 };
 
 }  // namespace vattn

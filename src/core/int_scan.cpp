@@ -1,6 +1,7 @@
 // int_scan.cpp -- see int_scan.h.
 #include "core/int_scan.h"
 
+#include <cstring>
 #include <limits>
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
@@ -67,6 +68,42 @@ __attribute__((target("avx2"))) MinMax32 mm32_rows_avx2(const int32_t *p, int64_
   return {_mm_cvtsi128_si32(l4), _mm_cvtsi128_si32(h4)};
 }
 
+__attribute__((target("avx2"))) MinMax32 copy_mm32_rows_avx2(int32_t *dst, const int32_t *src,
+                                                             int64_t rows, int64_t stride,
+                                                             const int64_t *n) {
+  __m256i lo = _mm256_set1_epi32(std::numeric_limits<int32_t>::max());
+  __m256i hi = _mm256_set1_epi32(std::numeric_limits<int32_t>::min());
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t k = 0; k < rows; ++k) {
+    const int32_t *q = src + k * stride;
+    int32_t *o = dst + k * stride;
+    const int64_t m = n[k];
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(o + i), a);
+      lo = _mm256_min_epi32(lo, a);
+      hi = _mm256_max_epi32(hi, a);
+    }
+    if (i < m) {
+      const __m256i mask =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(m - i)), lane);
+      const __m256i a = _mm256_maskload_epi32(q + i, mask);
+      lo = _mm256_blendv_epi8(lo, _mm256_min_epi32(lo, a), mask);
+      hi = _mm256_blendv_epi8(hi, _mm256_max_epi32(hi, a), mask);
+    }
+    // The tail of the prefix (just scanned) and the rest of the row.
+    if (i < stride) std::memcpy(o + i, q + i, sizeof(int32_t) * static_cast<size_t>(stride - i));
+  }
+  __m128i l4 = _mm_min_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+  __m128i h4 = _mm_max_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+  l4 = _mm_min_epi32(l4, _mm_shuffle_epi32(l4, 0x4e));
+  h4 = _mm_max_epi32(h4, _mm_shuffle_epi32(h4, 0x4e));
+  l4 = _mm_min_epi32(l4, _mm_shuffle_epi32(l4, 0xb1));
+  h4 = _mm_max_epi32(h4, _mm_shuffle_epi32(h4, 0xb1));
+  return {_mm_cvtsi128_si32(l4), _mm_cvtsi128_si32(h4)};
+}
+
 __attribute__((target("avx2"))) MinMax64 mm64_avx2(const int64_t *p, int64_t n) {
   return mm_plain<int64_t, MinMax64>(p, n);
 }
@@ -99,6 +136,16 @@ MinMax32 minmax_i32_rows(const int32_t *p, int64_t rows, int64_t stride, const i
     r.max = m.max > r.max ? m.max : r.max;
   }
   return r;
+}
+
+MinMax32 copy_minmax_i32_rows(int32_t *dst, const int32_t *src, int64_t rows, int64_t stride,
+                              const int64_t *n) {
+#if VATTN_SCAN_X86_DISPATCH
+  if (have_avx2()) return copy_mm32_rows_avx2(dst, src, rows, stride, n);
+#endif
+  if (rows > 0 && stride > 0)
+    std::memcpy(dst, src, sizeof(int32_t) * static_cast<size_t>(rows * stride));
+  return minmax_i32_rows(dst, rows, stride, n);
 }
 
 }  // namespace vattn

@@ -28,4 +28,10 @@ MinMax64 minmax_i64(const int64_t *p, int64_t n);
 // (row r starts at p + r * stride); every n[r] must be in [0, stride].
 MinMax32 minmax_i32_rows(const int32_t *p, int64_t rows, int64_t stride, const int64_t *n);
 
+// Copies rows * stride entries from src to dst (which must not overlap)
+// and returns minmax_i32_rows(src, rows, stride, n): one pass over the
+// scanned entries instead of a copy and a second read.
+MinMax32 copy_minmax_i32_rows(int32_t *dst, const int32_t *src, int64_t rows, int64_t stride,
+                              const int64_t *n);
+
 }  // namespace vattn

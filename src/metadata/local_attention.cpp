@@ -58,7 +58,8 @@ vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadat
   v.block_size = block_size;
   v.num_cache_blocks = m.num_cache_blocks;
   int32_t max_q = 0, max_k = 0;
-  std::vector<int32_t> &src_col = v.local_src_col.mut(), &table = v.block_table.mut();
+  auto &src_col = v.local_src_col.mut();
+  auto &table = v.block_table.mut();
   for (int64_t r = 0; r < m.num_reqs; ++r) {
     const int64_t q = m.query_len(r), s = m.seq_lens[r], ctx = s - q;
     const int64_t first = std::min<int64_t>(chunk - ctx % chunk, q);

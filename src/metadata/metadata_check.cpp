@@ -107,24 +107,49 @@ vattn_status_t report_block_table(const Metadata &m, const char *what) {
 
 // Every entry a request uses is checked once, with one vectorised
 // min/max pass over exactly those entries; m.scan records the result.
-vattn_status_t check_block_table(Metadata &m, const char *what) {
+// copy_from != NULL: m.block_table holds uninitialised storage of the
+// right size, filled here from copy_from in the same pass.
+vattn_status_t check_block_table(Metadata &m, const char *what, const int32_t *copy_from) {
   MD_CHECK(m.block_table_rows >= m.num_reqs,
            "argument '%s': block_table_rows = %lld < num_reqs = %lld", what, (ll)m.block_table_rows,
            (ll)m.num_reqs);
   MD_CHECK((int64_t)m.block_table.size() == m.block_table_rows * m.block_table_cols,
            "argument '%s': block_table has %zu entries, expected %lld x %lld", what,
            m.block_table.size(), (ll)m.block_table_rows, (ll)m.block_table_cols);
+  int32_t *dst = copy_from ? const_cast<int32_t *>(m.block_table.data()) : nullptr;
+  auto copy_all = [&] {
+    if (copy_from && !m.block_table.empty())
+      std::memcpy(dst, copy_from, sizeof(int32_t) * m.block_table.size());
+  };
   std::vector<int64_t> need(static_cast<size_t>(m.num_reqs), m.block_table_cols);
   bool bad = false;
   if (m.block_size > 0) {
+    // needed_blocks() in 32-bit unsigned arithmetic (lengths are in
+    // [0, INT32_MAX] here, checked by check_per_request), a shift for a
+    // power-of-two block size: no 64-bit division per request.
+    const int32_t *len = m.has_encoder_seq_lens ? m.encoder_seq_lens.data() : m.seq_lens.data();
+    const uint32_t bs = static_cast<uint32_t>(m.block_size);
+    const bool pow2 = (bs & (bs - 1)) == 0;
+    const int shift = __builtin_ctz(bs);
     for (int64_t r = 0; r < m.num_reqs; ++r) {
-      need[r] = needed_blocks(m, r);
+      const uint32_t l = static_cast<uint32_t>(len[r]) + (bs - 1);
+      need[r] = pow2 ? (l >> shift) : (l / bs);
       bad |= need[r] > m.block_table_cols;
     }
   }
-  if (bad) return report_block_table(m, what);
-  const MinMax32 mm =
-      minmax_i32_rows(m.block_table.data(), m.num_reqs, m.block_table_cols, need.data());
+  if (bad) {
+    copy_all();
+    return report_block_table(m, what);
+  }
+  MinMax32 mm;
+  if (copy_from) {
+    mm = copy_minmax_i32_rows(dst, copy_from, m.num_reqs, m.block_table_cols, need.data());
+    const int64_t done = m.num_reqs * m.block_table_cols;  // rows past num_reqs: plain copy
+    if ((int64_t)m.block_table.size() > done)
+      std::memcpy(dst + done, copy_from + done, sizeof(int32_t) * (m.block_table.size() - done));
+  } else {
+    mm = minmax_i32_rows(m.block_table.data(), m.num_reqs, m.block_table_cols, need.data());
+  }
   const bool any = mm.min <= mm.max;  // at least one entry is needed
   if (m.num_cache_blocks > 0 && any && (mm.min < 0 || mm.max >= m.num_cache_blocks))
     return report_block_table(m, what);
@@ -214,7 +239,10 @@ vattn_status_t check_logits(const Metadata &m, const char *what) {
 
 }  // namespace
 
-vattn_status_t check_metadata(Metadata &m, const char *what) {
+namespace {
+
+// check_metadata; block_table_src: see check_block_table.
+vattn_status_t check_metadata_impl(Metadata &m, const char *what, const int32_t *block_table_src) {
   m.scan = Metadata::Scan{};  // measured again below
   MD_CHECK(m.num_reqs >= 0 && m.num_reqs < kMaxTokens,
            "argument '%s': num_reqs = %lld is out of range [0, %lld)", what, (ll)m.num_reqs,
@@ -233,11 +261,17 @@ vattn_status_t check_metadata(Metadata &m, const char *what) {
            "argument '%s': num_cache_blocks = %lld is out of range", what, (ll)m.num_cache_blocks);
   VATTN_TRY(check_query_start_loc(m, what));
   VATTN_TRY(check_per_request(m, what));
-  VATTN_TRY(check_block_table(m, what));
+  VATTN_TRY(check_block_table(m, what, block_table_src));
   VATTN_TRY(check_slot_mapping(m, what));
   VATTN_TRY(check_maxima(m, what));
   VATTN_TRY(check_logits(m, what));
   return VATTN_OK;
+}
+
+}  // namespace
+
+vattn_status_t check_metadata(Metadata &m, const char *what) {
+  return check_metadata_impl(m, what, nullptr);
 }
 
 namespace {
@@ -308,7 +342,11 @@ vattn_status_t metadata_from_desc(const vattn_metadata_desc_t &d, const char *wh
   VATTN_TRY(copy_array(d.seq_lens, d.num_reqs, false, what, "seq_lens", &m.seq_lens));
   VATTN_TRY(copy_array(d.num_computed_tokens, d.num_reqs, true, what, "num_computed_tokens",
                        &m.num_computed_tokens));
-  VATTN_TRY(copy_array(d.block_table, bt_elems, false, what, "block_table", &m.block_table));
+  // The block table is copied by the check itself (one pass that copies
+  // and scans the entries requests use).
+  MD_CHECK(d.block_table != nullptr || bt_elems == 0,
+           "argument '%s': block_table is NULL but %lld entries are needed", what, (ll)bt_elems);
+  if (d.block_table != nullptr) m.block_table.resize_for_overwrite(static_cast<size_t>(bt_elems));
   m.block_table_rows = d.block_table_rows;
   m.block_table_cols = d.block_table_cols;
   VATTN_TRY(copy_array(d.slot_mapping, d.slot_mapping_len, false, what, "slot_mapping",
@@ -325,7 +363,7 @@ vattn_status_t metadata_from_desc(const vattn_metadata_desc_t &d, const char *wh
   m.num_logits_indices = d.num_logits_indices;
   VATTN_TRY(copy_array(d.dcp_local_seq_lens, d.num_reqs, true, what, "dcp_local_seq_lens",
                        &m.dcp_local_seq_lens, &m.has_dcp_local_seq_lens));
-  VATTN_TRY(check_metadata(m, what));
+  VATTN_TRY(check_metadata_impl(m, what, d.block_table));
   *out = std::move(m);
   return VATTN_OK;
 }
@@ -376,7 +414,7 @@ vattn_status_t metadata_unpadded(const Metadata &m, int64_t num_tokens, int64_t 
   // Tokens of dropped requests kept inside num_tokens become padding, so
   // the result still satisfies "entries past the real tokens are -1".
   if ((size_t)u.query_start_loc[num_reqs] < u.slot_mapping.size()) {
-    std::vector<int64_t> &sm = u.slot_mapping.mut();
+    auto &sm = u.slot_mapping.mut();
     for (size_t i = (size_t)u.query_start_loc[num_reqs]; i < sm.size(); ++i) sm[i] = VATTN_PAD_SLOT_ID;
   }
   if (u.has_encoder_seq_lens) u.encoder_seq_lens.resize(num_reqs);
