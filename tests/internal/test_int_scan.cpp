@@ -61,6 +61,13 @@ TEST(IntScan, RowsReadOnlyTheirPrefix) {
     const vattn::MinMax32 m = vattn::minmax_i32_rows(t.data(), rows, stride, n.data());
     ASSERT_EQ(m.min, lo) << it;
     ASSERT_EQ(m.max, hi) << it;
+    // The copying scan: same answer, every entry copied (prefixes and rest).
+    std::vector<int32_t> dst(t.size() + 1, 0x1234567);
+    const vattn::MinMax32 mc = vattn::copy_minmax_i32_rows(dst.data(), t.data(), rows, stride, n.data());
+    ASSERT_EQ(mc.min, lo) << it;
+    ASSERT_EQ(mc.max, hi) << it;
+    ASSERT_TRUE(std::equal(t.begin(), t.end(), dst.begin())) << it;
+    ASSERT_EQ(dst.back(), 0x1234567) << it;  // nothing written past the end
   }
 }
 

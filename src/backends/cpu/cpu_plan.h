@@ -29,9 +29,11 @@ class CpuPlan final : public PlanImpl {
   int32_t num_heads = 0, num_kv_heads = 0;
   std::vector<Tile> tiles;
   // Scratch space of build (capacity kept between builds): the next
-  // schedule (swapped with `tiles`), the unsorted tiles and sort keys.
+  // schedule (swapped with `tiles`), the unsorted tiles, sort keys and
+  // orders.
   std::vector<Tile> spare_tiles, scratch_tiles;
   std::vector<uint64_t> sort_keys;
+  std::vector<uint32_t> sort_order, sort_next;
 };
 
 class CpuBuilder final : public BuilderImpl {
