@@ -111,6 +111,23 @@ cudaError_t decode_prepare(int32_t elem, int32_t cache, int32_t hs) {
   return elem == kF16 ? dec_prepare_t<__half>(cache, hs) : dec_prepare_t<__nv_bfloat16>(cache, hs);
 }
 
+cudaError_t decode_ctas_per_sm(int32_t hs, int32_t *out) {
+  if (!decode_supported(kBF16, kCacheAuto, hs)) return cudaErrorNotSupported;
+  // fp16 and bf16 instances share their shapes; the cache kinds differ.
+  int best = 0;
+  const int kinds[3] = {kCacheAuto, kCacheE4M3, kCacheE5M2};
+  for (int i = 0; i < 3; ++i) {
+    int n = 0;
+    cudaError_t e = kinds[i] == kCacheAuto   ? decode_occupancy_tc<__nv_bfloat16, kCacheAuto>(hs, &n)
+                    : kinds[i] == kCacheE4M3 ? decode_occupancy_tc<__nv_bfloat16, kCacheE4M3>(hs, &n)
+                                             : decode_occupancy_tc<__nv_bfloat16, kCacheE5M2>(hs, &n);
+    if (e != cudaSuccess) return e;
+    best = i == 0 ? n : (n < best ? n : best);
+  }
+  *out = best;
+  return cudaSuccess;
+}
+
 cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int32_t hs,
                           int32_t grid_x, cudaStream_t s) {
   if (!decode_supported(elem, cache, hs)) return cudaErrorNotSupported;

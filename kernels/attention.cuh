@@ -14,8 +14,8 @@
 //
 // CTA = 4 warps; warp w owns rows [16 MT w, 16 MT (w + 1)) as MT m16 tiles
 // (MT = BM / 64), so each K / V fragment read from shared memory feeds MT
-// mma.  Keys stream through a 3-buffer pipeline of BN-key tiles: tile t + 2
-// is fetched (16-byte cp.async for 16-bit caches; 16-byte loads + exact
+// mma.  Keys stream through a kStages-buffer pipeline of BN-key tiles:
+// tile t + kStages - 1 is fetched (16-byte cp.async for 16-bit caches; 16-byte loads + exact
 // fp8 -> T conversion for fp8 caches; keys past the range zero-filled so no
 // garbage reaches P V) while tile t is computed, one CTA barrier per tile:
 //   S = Q K^T with mma.m16n8k16 (Q and K fragments via ldmatrix);
@@ -76,17 +76,24 @@ struct AttnShape {
   static constexpr int BM = 64 * MT;
   // Keys per tile: bounded by registers (S is MT x BN/2 fp32 per thread)
   // and by shared memory (two CTAs per SM: <= ~113 KiB each).
-  static constexpr int BN = HS >= 256 ? 16 : HS > 96 ? 32 : 64;
+#ifndef VATTN_ATTN_BN128
+#define VATTN_ATTN_BN128 32
+#endif
+#ifndef VATTN_ATTN_ST128
+#define VATTN_ATTN_ST128 3
+#endif
+  static constexpr int BN = HS >= 256 ? 16 : HS > 96 ? VATTN_ATTN_BN128 : 64;
   static constexpr int SROW = HS + 8;  // shared row stride in elements
   static constexpr int kThreads = 128;
   // K/V tile buffers: tile t + 2 is loaded while t is computed, into the
   // buffer of t - 1, which every warp left before the barrier of step t
   // (one barrier per tile).
-  static constexpr int kStages = 3;
+  static constexpr int kStages = HS > 96 && HS < 256 ? VATTN_ATTN_ST128 : 3;
   static constexpr size_t smem_bytes(size_t elem_bytes) {
     return static_cast<size_t>(BM + kStages * 2 * BN) * SROW * elem_bytes;
   }
   static_assert((BM + kStages * 2 * BN) * SROW * 2 <= 113 * 1024, "two CTAs per SM");
+  static_assert(kStages >= 2, "prefetch distance kStages - 1 >= 1");
 };
 
 template <class T, int CACHE, int HS>
@@ -216,10 +223,14 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
       }
       cp_async_16(sQ + row * SROW + ch * 8, src, ok);
     }
-    if (ntiles > 0) load_kv(0);
-    cp_async_commit();  // group 0: Q + tile 0
-    if (ntiles > 1) load_kv(1);
-    cp_async_commit();  // group 1: tile 1 (possibly empty)
+    // Prefetch distance D = kStages - 1: group g holds tile g (group 0 also
+    // Q); groups are committed even when empty so the counting stays uniform.
+    constexpr int D = S::kStages - 1;
+#pragma unroll
+    for (int g = 0; g < D; ++g) {
+      if (g < ntiles) load_kv(g);
+      cp_async_commit();
+    }
 
     // ---- this thread's rows: m-tile mt, rows gq and gq + 8 of the warp's
     RowCtx rc[MT];
@@ -259,11 +270,11 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
       // body per flag combination (code size: instruction-cache misses).
       asm volatile("" : "+f"(sc.softcap), "+l"(sc.alibi));
       const int k0 = kstart + t * BN;
-      // Groups committed so far: 0 .. t + 1 (group g holds tile g); all but
-      // the newest done = tile t has landed.
-      cp_async_wait_group<1>();
+      // Groups committed so far: 0 .. t + D - 1; all but the newest D - 1
+      // done = tile t has landed.
+      cp_async_wait_group<D - 1>();
       __syncthreads();  // tile t (and Q) visible; every warp is done with tile t - 1
-      if (t + 2 < ntiles) load_kv(t + 2);  // into tile t - 1's buffer
+      if (t + D < ntiles) load_kv(t + D);  // into tile t - 1's buffer
       cp_async_commit();
       const int klast = k0 + BN - 1;
       // Skip tiles that no row of this warp can see (past the causal /

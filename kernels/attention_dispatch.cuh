@@ -72,6 +72,23 @@ cudaError_t decode_prepare_tc(int hs) {
 }
 
 template <class T, int CACHE>
+cudaError_t decode_occupancy_tc(int hs, int *ctas) {
+  switch (hs) {
+#define VATTN_X(H)                                                                                \
+  case H: {                                                                                       \
+    cudaError_t e = decode_prepare_hs<T, CACHE, H>();                                             \
+    if (e != cudaSuccess) return e;                                                               \
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, decode_kernel<T, CACHE, H>,        \
+                                                         DecShape<H, CACHE>::kThreads,            \
+                                                         DecShape<H, CACHE>::smem_bytes());       \
+  }
+    VATTN_DEC_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template <class T, int CACHE>
 cudaError_t decode_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStream_t s) {
   switch (hs) {
 #define VATTN_X(H)                                                                         \
@@ -91,12 +108,14 @@ cudaError_t decode_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStream
   extern template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
                                                         cudaStream_t);                  \
   extern template cudaError_t decode_prepare_tc<T, C>(int);                             \
+  extern template cudaError_t decode_occupancy_tc<T, C>(int, int *);                    \
   extern template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, cudaStream_t);
 #define VATTN_ATTN_INSTANTIATE(T, C)                                             \
   template cudaError_t attention_prepare_tc<T, C>(int);                          \
   template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
                                                  cudaStream_t);                  \
   template cudaError_t decode_prepare_tc<T, C>(int);                             \
+  template cudaError_t decode_occupancy_tc<T, C>(int, int *);                    \
   template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, cudaStream_t);
 
 }  // namespace kern

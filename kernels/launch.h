@@ -135,6 +135,9 @@ bool decode_supported(int32_t elem, int32_t cache, int32_t head_size);
 cudaError_t decode_prepare(int32_t elem, int32_t cache, int32_t head_size);
 cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int32_t head_size,
                           int32_t grid_x, cudaStream_t stream);
+// Resident decode_kernel CTAs per SM for a head size: the minimum over the
+// compiled activation / cache kinds (occupancy API; prepares the kernels).
+cudaError_t decode_ctas_per_sm(int32_t head_size, int32_t *out);
 constexpr int kDecodeRows = 16;     // rows per decode item
 constexpr int kDecodeKeyAlign = 16;  // decode items start at multiples of this
 

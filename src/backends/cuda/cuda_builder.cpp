@@ -447,7 +447,15 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   const char *dk = std::getenv("VATTN_CUDA_DECODE_KERNEL");
   c.decode = G <= kern::kDecodeRows && o.block_size % kern::kDecodeKeyAlign == 0 &&
              !(dk && std::strcmp(dk, "0") == 0);
-  c.dec_slots = c.num_sms * (o.head_size >= 256 ? 1 : 2);  // resident decode CTAs
+  // Resident decode CTAs (the cost model's wave size): from the occupancy
+  // API when the decode kernel serves this head size.
+  int32_t per_sm = o.head_size >= 256 ? 1 : 2;
+  if (c.decode && kern::decode_supported(kern::kBF16, kern::kCacheAuto, o.head_size)) {
+    int32_t n = 0;
+    if (kern::decode_ctas_per_sm(o.head_size, &n) == cudaSuccess && n > 0) per_sm = n;
+    (void)cudaGetLastError();  // a failed query leaves the default; clear it
+  }
+  c.dec_slots = c.num_sms * per_sm;
   c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
   if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
   const int64_t tiles_bound = o.max_num_tokens / c.tokens_per_tile + o.max_num_reqs + 2;
