@@ -90,9 +90,11 @@ struct AttnShape {
   // (one barrier per tile).
   static constexpr int kStages = HS > 96 && HS < 256 ? VATTN_ATTN_ST128 : 3;
   static constexpr size_t smem_bytes(size_t elem_bytes) {
-    return static_cast<size_t>(BM + kStages * 2 * BN) * SROW * elem_bytes;
+    return static_cast<size_t>(BM + kStages * 2 * BN) * SROW * elem_bytes + kOffBytes;
   }
-  static_assert((BM + kStages * 2 * BN) * SROW * 2 <= 113 * 1024, "two CTAs per SM");
+  // Per-key K / V element offsets of the next kStages tiles (int64 pairs).
+  static constexpr int kOffBytes = kStages * BN * 16;
+  static_assert((BM + kStages * 2 * BN) * SROW * 2 + kOffBytes <= 113 * 1024, "two CTAs per SM");
   static_assert(kStages >= 2, "prefetch distance kStages - 1 >= 1");
 };
 
@@ -108,6 +110,9 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
   extern __shared__ uint4 smem_u4[];
   T *sQ = reinterpret_cast<T *>(smem_u4);
   T *sKV = sQ + BM * SROW;
+  // sOff[(t % kStages) * BN + r] = (K, V) element offsets of key r of tile t
+  // (block lookup and stride products done once per key, not per chunk).
+  longlong2 *sOff = reinterpret_cast<longlong2 *>(sKV + S::kStages * KV_STAGE);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
@@ -151,36 +156,47 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     sc.kend = kend;
     const int ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
 
-    // Tile t of the item -> shared stage t % kStages.  16-bit caches: 16-byte
-    // cp.async (committed by the caller); fp8: 16-byte loads decoded exactly
-    // to T and stored.  Keys past kend are zero-filled so no garbage reaches
-    // the P V product.
+    // Offsets of keys [idx, ...) of tile t, stride 128 threads; keys past
+    // the range get a valid key's offsets (kstart < kend when a tile exists)
+    // and are zero-filled by the loader.
+    auto fill_offsets = [&](int t, int idx) {
+      const int j0 = kstart + t * BN + idx;
+      const int j = j0 < kend ? j0 : kstart;
+      longlong2 o;
+      if (p.paged) {
+        const int bi = bs_shift >= 0 ? j >> bs_shift : j / bs;
+        const int64_t blk = bt_row[bi];
+        const int64_t off = j - bi * bs;
+        o.x = blk * p.k_stride_block + off * p.k_stride_tok;
+        o.y = blk * p.v_stride_block + off * p.v_stride_tok;
+      } else {
+        const int64_t tk = rq.kv_start + j;
+        o.x = tk * p.k_stride_tok;
+        o.y = tk * p.v_stride_tok;
+      }
+      sOff[(t % S::kStages) * BN + idx] = o;
+    };
+    const KVT *kh = kbase + static_cast<int64_t>(kvh) * p.k_stride_head;
+    const KVT *vh = vbase + static_cast<int64_t>(kvh) * p.v_stride_head;
+
+    // Tile t of the item -> shared stage t % kStages (its offsets must be
+    // in sOff).  16-bit caches: 16-byte cp.async (committed by the caller);
+    // fp8: 16-byte loads decoded exactly to T and stored.  Keys past kend
+    // are zero-filled so no garbage reaches the P V product.
     auto load_kv = [&](int t) {
       const int k0 = kstart + t * BN;
       T *sK = sKV + (t % S::kStages) * KV_STAGE;
       T *sV = sK + BN * SROW;
+      const longlong2 *to = sOff + (t % S::kStages) * BN;
       constexpr int CH = CACHE == kCacheAuto ? HS / 8 : HS / 16;  // 16-byte chunks per key row
       constexpr int EPC = CACHE == kCacheAuto ? 8 : 16;           // cache elements per chunk
 #pragma unroll 2
       for (int c = tid; c < BN * CH; c += S::kThreads) {
         const int kr = c / CH, ch = c - kr * CH;
-        const int j0 = k0 + kr;
-        const bool ok = j0 < kend;
-        // Keys past the range read a valid key's address (kstart < kend)
-        // and copy 0 bytes: no branch around the address arithmetic.
-        const int j = ok ? j0 : kstart;
-        const KVT *ks, *vs;
-        if (p.paged) {
-          const int bi = bs_shift >= 0 ? j >> bs_shift : j / bs;
-          const int64_t blk = bt_row[bi];
-          const int64_t off = j - bi * bs;
-          ks = kbase + blk * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + ch * EPC;
-          vs = vbase + blk * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + ch * EPC;
-        } else {
-          const int64_t tk = rq.kv_start + j;
-          ks = kbase + tk * p.k_stride_tok + kvh * p.k_stride_head + ch * EPC;
-          vs = vbase + tk * p.v_stride_tok + kvh * p.v_stride_head + ch * EPC;
-        }
+        const bool ok = k0 + kr < kend;
+        const longlong2 o = to[kr];
+        const KVT *ks = kh + o.x + ch * EPC;
+        const KVT *vs = vh + o.y + ch * EPC;
         if constexpr (CACHE == kCacheAuto) {
           cp_async_16(sK + kr * SROW + ch * 8, ks, ok);
           cp_async_16(sV + kr * SROW + ch * 8, vs, ok);
@@ -226,6 +242,9 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     // Prefetch distance D = kStages - 1: group g holds tile g (group 0 also
     // Q); groups are committed even when empty so the counting stays uniform.
     constexpr int D = S::kStages - 1;
+    for (int e = tid; e < (D + 1) * BN; e += S::kThreads)
+      if (e / BN < ntiles) fill_offsets(e / BN, e % BN);
+    __syncthreads();  // offsets of tiles 0 .. D visible
 #pragma unroll
     for (int g = 0; g < D; ++g) {
       if (g < ntiles) load_kv(g);
@@ -276,6 +295,10 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
       __syncthreads();  // tile t (and Q) visible; every warp is done with tile t - 1
       if (t + D < ntiles) load_kv(t + D);  // into tile t - 1's buffer
       cp_async_commit();
+      // Offsets of tile t + D + 1 into the slot tile t's load used (read
+      // before this barrier); visible to its load after the next barrier.
+      if (t + D + 1 < ntiles)
+        for (int e = tid; e < BN; e += S::kThreads) fill_offsets(t + D + 1, e);
       const int klast = k0 + BN - 1;
       // Skip tiles that no row of this warp can see (past the causal /
       // right-window edge, or before the left window); the online-softmax
