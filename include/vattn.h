@@ -475,7 +475,11 @@ typedef struct vattn_metadata_desc {
 
 VATTN_API void vattn_metadata_desc_init(vattn_metadata_desc_t *desc);
 
-/* Validates every invariant (docs/errors.md lists them) and copies. */
+/* Validates every invariant (docs/errors.md lists them) and copies.  Block
+ * ids are checked in the entries requests use (ceil(kv_len / block_size) of
+ * each row, the whole row when block_size is 0); other entries are copied
+ * as they are and never read.  Plans built from the handle share its block
+ * table and slot mapping (no copy per build). */
 VATTN_API vattn_status_t vattn_metadata_create(vattn_metadata_t **out,
                                                const vattn_metadata_desc_t *desc);
 VATTN_API void vattn_metadata_destroy(vattn_metadata_t *md);
@@ -821,7 +825,10 @@ VATTN_API void vattn_forward_args_init(vattn_forward_args_t *args);
  * (decodes, chunked prefills, prefills with cached context, mixed) and writes
  * output rows [0, num_actual_tokens) (padding rows past the real token count
  * are written as zeros).  Cascade is used when the plan was built with
- * common_prefix_len > 0. */
+ * common_prefix_len > 0.  The plan's block ids and slots are checked against
+ * args->kv_cache on every call, in O(1) from the maxima measured by
+ * vattn_metadata_create (a per-entry scan only when those do not prove them
+ * in range, e.g. metadata created with num_cache_blocks = 0). */
 VATTN_API vattn_status_t vattn_layer_forward(const vattn_layer_t *layer, const vattn_plan_t *plan,
                                              const vattn_forward_args_t *args);
 

@@ -1,6 +1,7 @@
 // int_scan.cpp -- see int_scan.h.
 #include "core/int_scan.h"
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -13,6 +14,10 @@
 
 namespace vattn {
 namespace {
+
+#if VATTN_SCAN_X86_DISPATCH
+std::atomic<bool> g_force_baseline{false};
+#endif
 
 // Plain reductions (no early exit) that compilers vectorise with the
 // baseline ISA.
@@ -29,7 +34,7 @@ inline R mm_plain(const T *p, int64_t n) {
 #if VATTN_SCAN_X86_DISPATCH
 bool have_avx2() {
   static const bool ok = __builtin_cpu_supports("avx2");
-  return ok;
+  return ok && !g_force_baseline.load(std::memory_order_relaxed);
 }
 
 // The 32-bit scans with AVX2 intrinsics, so that they are vectorised at
@@ -146,6 +151,14 @@ MinMax32 copy_minmax_i32_rows(int32_t *dst, const int32_t *src, int64_t rows, in
   if (rows > 0 && stride > 0)
     std::memcpy(dst, src, sizeof(int32_t) * static_cast<size_t>(rows * stride));
   return minmax_i32_rows(dst, rows, stride, n);
+}
+
+void int_scan_force_baseline(bool on) {
+#if VATTN_SCAN_X86_DISPATCH
+  g_force_baseline.store(on);
+#else
+  (void)on;  // only the baseline loops exist
+#endif
 }
 
 }  // namespace vattn

@@ -34,4 +34,7 @@ MinMax32 minmax_i32_rows(const int32_t *p, int64_t rows, int64_t stride, const i
 MinMax32 copy_minmax_i32_rows(int32_t *dst, const int32_t *src, int64_t rows, int64_t stride,
                               const int64_t *n);
 
+// Tests: true makes every scan use the baseline loops (default false).
+void int_scan_force_baseline(bool on);
+
 }  // namespace vattn

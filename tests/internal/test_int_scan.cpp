@@ -18,7 +18,16 @@ namespace {
 
 using vattn::CowVector;
 
-TEST(IntScan, MatchesPlainLoopForEveryLengthAndPosition) {
+// Runs a test body with the dispatched (AVX2 where available) and the
+// baseline loops.
+class IntScanBoth : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { vattn::int_scan_force_baseline(GetParam()); }
+  void TearDown() override { vattn::int_scan_force_baseline(false); }
+};
+INSTANTIATE_TEST_SUITE_P(IntScan, IntScanBoth, ::testing::Values(false, true));
+
+TEST_P(IntScanBoth, MatchesPlainLoopForEveryLengthAndPosition) {
   std::mt19937_64 g(vt::test_seed());
   for (int64_t n = 0; n <= 40; ++n) {
     std::vector<int32_t> v(static_cast<size_t>(n) + 8, 0);
@@ -42,7 +51,7 @@ TEST(IntScan, MatchesPlainLoopForEveryLengthAndPosition) {
   }
 }
 
-TEST(IntScan, RowsReadOnlyTheirPrefix) {
+TEST_P(IntScanBoth, RowsReadOnlyTheirPrefix) {
   std::mt19937_64 g(vt::test_seed());
   for (int it = 0; it < 200; ++it) {
     const int64_t rows = std::uniform_int_distribution<int64_t>(0, 9)(g);
