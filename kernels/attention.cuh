@@ -190,6 +190,23 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
       const longlong2 *to = sOff + (t % S::kStages) * BN;
       constexpr int CH = CACHE == kCacheAuto ? HS / 8 : HS / 16;  // 16-byte chunks per key row
       constexpr int EPC = CACHE == kCacheAuto ? 8 : 16;           // cache elements per chunk
+      if constexpr (CACHE == kCacheAuto && S::kThreads % CH == 0 && (BN * CH) % S::kThreads == 0) {
+        // Each thread keeps one 16-byte column ch = tid % CH of rows
+        // tid / CH + i * RP: fixed source column and shared-memory step.
+        constexpr int RP = S::kThreads / CH;  // rows per pass
+        const int ch = tid % CH, r0 = tid / CH;
+        const KVT *kc = kh + ch * EPC, *vc = vh + ch * EPC;
+        T *dk = sK + r0 * SROW + ch * 8, *dv = sV + r0 * SROW + ch * 8;
+#pragma unroll
+        for (int i = 0; i < BN / RP; ++i) {
+          const int kr = r0 + i * RP;
+          const longlong2 o = to[kr];
+          const bool ok = k0 + kr < kend;
+          cp_async_16(dk + i * RP * SROW, kc + o.x, ok);
+          cp_async_16(dv + i * RP * SROW, vc + o.y, ok);
+        }
+        return;
+      }
 #pragma unroll 2
       for (int c = tid; c < BN * CH; c += S::kThreads) {
         const int kr = c / CH, ch = c - kr * CH;

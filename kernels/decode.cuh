@@ -121,27 +121,6 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     const int qpos0 = rq.q_pos0;
 
     __syncthreads();  // the previous item is done with shared memory
-    for (int c = tid; c < 16 * (HS / 8); c += S::kThreads) {
-      const int row = c / (HS / 8), ch = c - row * (HS / 8);
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (row < it.num_rows) {
-        const int lr = it.q_row0 + row;
-        const int64_t tok = rq.q_start + lr / G;
-        const int h = kvh * G + lr % G;
-        val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
-                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
-        if constexpr (kFp8 && !std::is_same<T, __half>::value) {  // bf16 -> fp16
-          uint32_t *u = reinterpret_cast<uint32_t *>(&val);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u[e]));
-            u[e] = Elem<__half>::pack2(f.x, f.y);
-          }
-        }
-      }
-      *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
-    }
-
     RowCtx rc;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -164,7 +143,6 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     const int ntiles = kend > kstart ? (kend - kstart + KT - 1) / KT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
     const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
-    __syncthreads();  // Q visible
 
     float o[DF][4];
 #pragma unroll
@@ -202,6 +180,30 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       if (s < nw) issue(s);
       cp_async_commit();
     }
+    // Q after the first K/V copies are in flight: its load latency overlaps
+    // theirs (a CTA's prologue is a visible share of a short item).
+    for (int c = tid; c < 16 * (HS / 8); c += S::kThreads) {
+      const int row = c / (HS / 8), ch = c - row * (HS / 8);
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (row < it.num_rows) {
+        const int lr = it.q_row0 + row;
+        const int64_t tok = rq.q_start + lr / G;
+        const int h = kvh * G + lr % G;
+        val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
+                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
+        if constexpr (kFp8 && !std::is_same<T, __half>::value) {  // bf16 -> fp16
+          uint32_t *u = reinterpret_cast<uint32_t *>(&val);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u[e]));
+            u[e] = Elem<__half>::pack2(f.x, f.y);
+          }
+        }
+      }
+      *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
+    }
+
+    __syncthreads();  // Q visible
     for (int t = 0; t < nw; ++t) {
       if (t + NST - 1 < nw) issue(t + NST - 1);
       cp_async_commit();
