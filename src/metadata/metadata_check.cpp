@@ -116,7 +116,7 @@ vattn_status_t check_block_table(Metadata &m, const char *what, const int32_t *c
   MD_CHECK((int64_t)m.block_table.size() == m.block_table_rows * m.block_table_cols,
            "argument '%s': block_table has %zu entries, expected %lld x %lld", what,
            m.block_table.size(), (ll)m.block_table_rows, (ll)m.block_table_cols);
-  int32_t *dst = copy_from ? const_cast<int32_t *>(m.block_table.data()) : nullptr;
+  int32_t *dst = copy_from ? m.block_table.mut().data() : nullptr;  // unique: no copy
   auto copy_all = [&] {
     if (copy_from && !m.block_table.empty())
       std::memcpy(dst, copy_from, sizeof(int32_t) * m.block_table.size());
