@@ -37,17 +37,15 @@ vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadat
   const int64_t last_col = m.block_table_cols - 1;
   // Bound the virtual block table (rows x pages int32) before allocating it:
   // a hostile attn_chunk_size / block_size must not exhaust host memory.
-  {
-    int64_t rows = 0;
-    for (int64_t r = 0; r < m.num_reqs; ++r) {
-      const int64_t q = m.query_len(r), ctx = m.seq_lens[r] - q;
-      rows += 1 + (q - std::min<int64_t>(chunk - ctx % chunk, q) + chunk - 1) / chunk;
-    }
-    VATTN_CHECK_ARG(pages <= kMaxLocalPages && rows * pages <= kMaxLocalTableElems,
-                    "argument 'attn_chunk_size' = %d: %lld virtual batches x %lld pages per local "
-                    "batch exceed the limit of %lld pages per batch / %lld block table entries",
-                    chunk, (ll)rows, (ll)pages, (ll)kMaxLocalPages, (ll)kMaxLocalTableElems);
+  int64_t rows = 0;
+  for (int64_t r = 0; r < m.num_reqs; ++r) {
+    const int64_t q = m.query_len(r), ctx = m.seq_lens[r] - q;
+    rows += 1 + (q - std::min<int64_t>(chunk - ctx % chunk, q) + chunk - 1) / chunk;
   }
+  VATTN_CHECK_ARG(pages <= kMaxLocalPages && rows * pages <= kMaxLocalTableElems,
+                  "argument 'attn_chunk_size' = %d: %lld virtual batches x %lld pages per local "
+                  "batch exceed the limit of %lld pages per batch / %lld block table entries",
+                  chunk, (ll)rows, (ll)pages, (ll)kMaxLocalPages, (ll)kMaxLocalTableElems);
 
   Metadata v;
   v.num_actual_tokens = m.num_actual_tokens;
@@ -60,6 +58,14 @@ vattn_status_t make_local_attention_virtual_batches(int32_t chunk, const Metadat
   int32_t max_q = 0, max_k = 0;
   auto &src_col = v.local_src_col.mut();
   auto &table = v.block_table.mut();
+  // Exact sizes are known (rows above): no regrowth while appending (the
+  // appends were most of fuzz_metadata's time on inputs with many pages).
+  v.query_start_loc.reserve(static_cast<size_t>(rows) + 1);
+  v.seq_lens.reserve(static_cast<size_t>(rows));
+  v.num_computed_tokens.reserve(static_cast<size_t>(rows));
+  v.local_src_row.reserve(static_cast<size_t>(rows));
+  src_col.reserve(static_cast<size_t>(rows * pages));
+  table.reserve(static_cast<size_t>(rows * pages));
   for (int64_t r = 0; r < m.num_reqs; ++r) {
     const int64_t q = m.query_len(r), s = m.seq_lens[r], ctx = s - q;
     const int64_t first = std::min<int64_t>(chunk - ctx % chunk, q);
