@@ -761,7 +761,10 @@ VATTN_API void vattn_plan_destroy(vattn_plan_t *plan);
  * larger than the plan's capacity is VATTN_ERR_WORKSPACE_TOO_SMALL.
  * common_prefix_len > 0 turns on cascade attention (must be a multiple of
  * block_size and pass vattn_use_cascade_attention's basic rules).  CUDA:
- * copies go asynchronously on `stream`. */
+ * copies go asynchronously on `stream` from one of two pinned staging
+ * buffers that alternate; the host waits only when the buffer it needs is
+ * still being uploaded, i.e. when it runs two builds of this plan ahead of
+ * `stream`. */
 VATTN_API vattn_status_t vattn_builder_build(vattn_builder_t *b, vattn_plan_t *plan,
                                              int64_t common_prefix_len, const vattn_metadata_t *md,
                                              int32_t fast_build, void *stream);

@@ -105,13 +105,16 @@ vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
   void *d = nullptr;
   VATTN_CUDA_TRY(cudaMalloc(&d, L.total), "plan device buffers");
   plan->dev = static_cast<char *>(d);
-  void *h = nullptr;
-  VATTN_CUDA_TRY(cudaMallocHost(&h, L.meta_end), "plan pinned staging buffer");
-  plan->host = static_cast<char *>(h);
-  std::memset(plan->host, 0, L.meta_end);
-  cudaEvent_t ev = nullptr;
-  VATTN_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "plan event");
-  plan->event = ev;
+  for (int i = 0; i < 2; ++i) {
+    void *h = nullptr;
+    VATTN_CUDA_TRY(cudaMallocHost(&h, L.meta_end), "plan pinned staging buffer");
+    plan->host_buf[i] = static_cast<char *>(h);
+    std::memset(plan->host_buf[i], 0, L.meta_end);
+    cudaEvent_t ev = nullptr;
+    VATTN_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "plan event");
+    plan->events[i] = ev;
+  }
+  plan->host = plan->host_buf[0];
   // Zero everything once so that a forward on a never-built region reads
   // an empty batch, never garbage.
   VATTN_CUDA_TRY(cudaMemset(plan->dev, 0, L.meta_end), "plan device buffers");
@@ -145,8 +148,17 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
 
   DeviceGuard dg(o.device_id);
   if (!dg.ok()) return fail(VATTN_ERR_NO_DEVICE, "cannot make CUDA device %d current", o.device_id);
-  // The previous upload must be done before the staging buffer is reused.
-  VATTN_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(plan->event)), "plan build");
+  // Alternate staging mirrors: the one used two builds ago is normally
+  // uploaded long since (its event is complete and the query costs no
+  // wait); only a host running two builds ahead of the stream waits here.
+  const int slot = plan->slot ^ 1;
+  cudaEvent_t slot_ev = static_cast<cudaEvent_t>(plan->events[slot]);
+  const cudaError_t q = cudaEventQuery(slot_ev);
+  if (q == cudaErrorNotReady)
+    VATTN_CUDA_TRY(cudaEventSynchronize(slot_ev), "plan build");
+  else if (q != cudaSuccess)
+    return cuda_status(q, "plan build");
+  plan->host = plan->host_buf[slot];
 
   const CudaPlanLayout &L = plan->lay;
   kern::AttnReq *reqs = plan->h<kern::AttnReq>(L.reqs);
@@ -282,7 +294,10 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
       int st = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / kDecMinKeysPerSplit)));
       *chunk = range;
       if (st > 1) {
-        *chunk = ((range + st - 1) / st + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+        // Decode items only need kv_begin % kDecodeKeyAlign == 0: a finer
+        // chunk lets the split count fill the resident CTA slots exactly.
+        constexpr int A = kern::kDecodeKeyAlign;
+        *chunk = ((range + st - 1) / st + A - 1) / A * A;
         st = static_cast<int>((range + *chunk - 1) / *chunk);
       }
       return st;
@@ -380,7 +395,8 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   if (nreq > 0 && cols > 0)
     VATTN_TRY(up(L.block_table, sizeof(int32_t) * ((nreq - 1) * o.max_blocks_per_req + cols)));
   VATTN_TRY(up(L.slot_mapping, sizeof(int64_t) * md.slot_mapping.size()));
-  VATTN_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(plan->event), stream), "plan upload");
+  VATTN_CUDA_TRY(cudaEventRecord(slot_ev, stream), "plan upload");
+  plan->slot = slot;
 
   // ---- grids (host-side launch shapes; the kernels read counts on device)
   const bool capture = mode == BuildMode::kCudagraphCapture;
@@ -414,9 +430,11 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
 
 CudaPlan::~CudaPlan() {
   DeviceGuard g(device);
-  if (event) (void)cudaEventSynchronize(static_cast<cudaEvent_t>(event));
-  if (event) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
-  if (host) (void)cudaFreeHost(host);
+  for (int i = 0; i < 2; ++i) {
+    if (events[i]) (void)cudaEventSynchronize(static_cast<cudaEvent_t>(events[i]));
+    if (events[i]) (void)cudaEventDestroy(static_cast<cudaEvent_t>(events[i]));
+    if (host_buf[i]) (void)cudaFreeHost(host_buf[i]);
+  }
   if (dev) (void)cudaFree(dev);
 }
 

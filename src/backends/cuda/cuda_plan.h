@@ -14,8 +14,11 @@
 //   block_table   int32[max_num_reqs * max_blocks_per_req] (row stride fixed)
 //   slot_mapping  int64[max_num_tokens]
 //   ws_lse, ws_o  float[ws_rows * KVH], float[ws_rows * KVH * head_size]
-// A pinned host mirror of the metadata part is filled by build() and copied
-// with cudaMemcpyAsync on the build's stream; an event guards its reuse.
+// Two pinned host mirrors of the metadata part take turns: build() fills
+// one and copies it with cudaMemcpyAsync on the build's stream, and an
+// event per mirror guards its reuse.  A build therefore waits on the host
+// only when the mirror it needs is still being uploaded, i.e. when the host
+// runs two builds of this plan ahead of the device's stream.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +44,10 @@ class CudaPlan final : public PlanImpl {
   int64_t cap_items = 0, cap_parts = 0, ws_rows = 0;  // ws_rows per KV head
   CudaPlanLayout lay;
   char *dev = nullptr;    // device buffer
-  char *host = nullptr;   // pinned mirror of [0, lay.meta_end)
-  void *event = nullptr;  // cudaEvent_t: last upload done
+  char *host = nullptr;   // the mirror the current / last build fills (one of host_buf)
+  char *host_buf[2] = {nullptr, nullptr};  // pinned mirrors of [0, lay.meta_end)
+  void *events[2] = {nullptr, nullptr};    // cudaEvent_t: upload from host_buf[i] done
+  int32_t slot = 1;                        // host_buf index of the last build
 
   // Host values of the last build (grid sizes; never read by kernels).
   int32_t num_items = 0;     // all items: general [0, num_gen_items), decode after
