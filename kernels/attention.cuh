@@ -67,6 +67,84 @@ __device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
   *lse = l1;
 }
 
+// Split tiles can merge themselves (AttnItem::merge): every split item writes its fp32
+// partial (normalised output + LSE) to the workspace as usual, then counts
+// its arrival on the tile's counter; the CTA that arrives last merges the
+// `parts` partials of the tile's rows (weights exp(lse_j - max) / sum, sinks
+// applied as in plan_merge_kernel), writes the output rows and resets the
+// counter for the next launch.  Partials of other CTAs are read through L2
+// (__ldcg: L1 is not coherent).  `scratch` is the CTA's shared body (free
+// once the epilogue is done): weights [16][kMaxParts] + row stats.
+template <class T, int HS>
+__device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
+                                              const AttnReq &rq, int kvh, float *scratch) {
+  __shared__ int s_last;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int parts = it.merge & 0xffff, idx = it.merge >> 16;
+  const int rows = it.num_rows, G = p.group, nkv = p.num_kv_heads;
+  const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
+  int *ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
+  __threadfence();  // this CTA's partial is visible before its arrival counts
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(ctr, 1) == parts - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // order the reads of the other partials after the count
+  float *w = scratch;                              // [16][kMaxSelfMergeParts]
+  float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
+  float *row_f = row_lse + 16;                        // [16] output factor
+  // One warp per row: max and sum of exp over the parts.
+  for (int r = warp; r < rows; r += 4) {
+    float l0 = -INFINITY, l1 = -INFINITY;
+    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
+    if (lane < parts) l0 = __ldcg(p.ws_lse + w0 + lane * step);
+    if (lane + 32 < parts) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
+    float mx = fmaxf(l0, l1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float e0 = mx == -INFINITY || l0 == -INFINITY ? 0.f : expf(l0 - mx);
+    const float e1 = mx == -INFINITY || l1 == -INFINITY ? 0.f : expf(l1 - mx);
+    float sum = e0 + e1;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (lane < parts) w[r * kMaxSelfMergeParts + lane] = e0 * inv;
+    if (lane + 32 < parts) w[r * kMaxSelfMergeParts + lane + 32] = e1 * inv;
+    if (lane == 0) {
+      float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+      float fin = 1.f;
+      const int h = kvh * G + (it.q_row0 + r) % G;
+      if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
+      row_lse[r] = lse;
+      row_f[r] = mx == -INFINITY ? 0.f : fin;
+    }
+  }
+  __syncthreads();
+  constexpr int D4 = HS / 4;
+  for (int e = tid; e < rows * D4; e += blockDim.x) {
+    const int r = e / D4, d = 4 * (e - r * D4);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
+    for (int j = 0; j < parts; ++j) {
+      const float wt = w[r * kMaxSelfMergeParts + j];
+      const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + (w0 + j * step) * HS + d));
+      acc.x += wt * v.x;
+      acc.y += wt * v.y;
+      acc.z += wt * v.z;
+      acc.w += wt * v.w;
+    }
+    const float f = row_f[r];
+    const int lr = it.q_row0 + r;
+    const int h = kvh * G + lr % G;
+    const int64_t tok = rq.q_start + lr / G;
+    T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head + d;
+    *reinterpret_cast<uint2 *>(out) =
+        make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
+    if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = row_lse[r];
+  }
+  if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
+}
+
 template <int HS>
 struct AttnShape {
   // m16 row tiles per warp: 2 (32 rows) halves the shared-memory reads per
@@ -393,9 +471,9 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     cp_async_wait_group<0>();  // drain (the Q group when the item has no tile)
 
     // ---- epilogue
-    if (!warp_active) continue;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
+      if (!warp_active) break;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         float li = l[mt][i];
@@ -428,6 +506,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
         }
       }
     }
+    if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(smem_u4));
   }
 }
 

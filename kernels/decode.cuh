@@ -366,6 +366,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         if (d == 0) p.ws_lse[wr] = lse;
       }
     }
+    if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(body));
   }
 }
 

@@ -81,9 +81,15 @@ struct AttnReq {
 // rows and writes the final output; else it writes fp32 partials (output
 // normalised by its own sum, and its LSE) to workspace rows
 // (ws_base + row) * num_kv_heads + kv_head, combined by the merge pass.
+// merge = 0, or (parts | part index << 16) when the item is one of `parts`
+// (<= kMaxSelfMergeParts) key splits of a tile whose last CTA to finish
+// merges the partials itself (no plan merge pass for its tokens; both
+// attention kernels do this); merge_slot picks the tile's arrival counter
+// (one per KV head).
 struct AttnItem {
-  int32_t req, q_row0, num_rows, kv_begin, kv_end, ws_base, pad0_, pad1_;
+  int32_t req, q_row0, num_rows, kv_begin, kv_end, ws_base, merge, merge_slot;
 };
+constexpr int kMaxSelfMergeParts = 64;  // parts of a self-merging tile (<= 2 x warp size)
 constexpr int kAttnRowsPerTile = 64;  // the smallest BM of attention_kernel (head size 256)
 // Rows per item of attention_kernel for a head size (its BM: 128 up to head
 // size 128, 64 above); the builder sizes its tiles with it.
@@ -119,6 +125,9 @@ struct AttnParams {
   int32_t allow_causal;  // 0: ignore the requests' causal flag (encoder / cross)
   // decode_kernel only: its items are [*first_item, *num_items) (device).
   const int32_t *first_item;
+  // Arrival counters of self-merging tiles [merge slots][num_kv_heads], zero
+  // between launches (the merging CTA resets its counter).
+  int32_t *merge_counters;
 };
 bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
 // Raises the dynamic shared-memory limit of the kernel (once per process;

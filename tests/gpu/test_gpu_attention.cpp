@@ -123,6 +123,20 @@ TEST(GpuAttention, SplitKvLongDecode) {
     SCOPED_TRACE("max_num_splits " + std::to_string(splits));
     gt::run_gpu_case(c, {1, 1, 1}, {4000, 1, 2100}, g, splits);
   }
+  // Split decode tiles merge themselves in the kernel (the last CTA to
+  // finish): head size 96 has no decode kernel, so attention_kernel runs the
+  // decode items and their merge; fp16 + LSE + sinks through the decode kernel.
+  for (int variant = 0; variant < 2; ++variant) {
+    ct::Config c;
+    c.dtype = variant == 0 ? VATTN_DTYPE_BFLOAT16 : VATTN_DTYPE_FLOAT16;
+    c.num_heads = 16;
+    c.num_kv_heads = 4;
+    c.head_size = variant == 0 ? 96 : 64;
+    c.num_threads = 8;
+    c.sinks = true;
+    SCOPED_TRACE("self-merging split decode, head size " + std::to_string(c.head_size));
+    gt::run_gpu_case(c, {1, 1, 1, 2}, {6000, 300, 2100, 5000}, g, 32);
+  }
 }
 
 TEST(GpuAttention, EncoderTypesAndCross) {

@@ -94,6 +94,9 @@ vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
   L.part_list = take(sizeof(int32_t) * c_.cap_parts);
   L.block_table = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.max_blocks_per_req);
   L.slot_mapping = take(sizeof(int64_t) * o.max_num_tokens);
+  // Arrival counters of self-merging decode tiles (one tile per request at
+  // most): zeroed below with the rest of the metadata and never uploaded.
+  L.merge_ctr = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.num_kv_heads);
   L.meta_end = align_up(off, 256);
   const size_t ws = static_cast<size_t>(c_.ws_rows) * o.num_kv_heads;
   L.ws_lse = take(sizeof(float) * ws);
@@ -271,7 +274,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
       // clipped in the kernel.
       it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
       it.ws_base = use_ws ? static_cast<int32_t>(ws_next) : -1;
-      it.pad0_ = it.pad1_ = 0;
+      it.merge = it.merge_slot = 0;
       if (use_ws) {
         const int32_t tok_first = reqs[t.req].q_start + t.tok0;
         for (int32_t k = 0; k < t.ntok; ++k) {
@@ -328,10 +331,14 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     }
     if (n_items + static_cast<int64_t>(dtiles.size()) > c_.cap_items)
       return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c_.cap_items);
+    int32_t merge_slot = 0;
     for (const TileDesc &t : dtiles) {
       int64_t chunk = 0;
       const int s = split_of(t, best_s, &chunk);
       const int32_t rows = t.ntok * G;
+      // Split tiles merge themselves in the kernel (the last CTA to finish
+      // combines the partials): no merge pass for their tokens.
+      const bool self_merge = s > 1 && s <= kern::kMaxSelfMergeParts;
       for (int i = 0; i < s; ++i) {
         kern::AttnItem &it = items[n_items++];
         it.req = t.req;
@@ -340,8 +347,11 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
         it.kv_begin = static_cast<int32_t>(t.kv_lo + i * chunk);
         it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
         it.ws_base = s > 1 ? static_cast<int32_t>(ws_next) : -1;
-        it.pad0_ = it.pad1_ = 0;
-        if (s > 1) {
+        it.merge = self_merge ? (s | (i << 16)) : 0;
+        it.merge_slot = self_merge ? merge_slot : 0;
+        if (self_merge) {
+          ws_next += rows;
+        } else if (s > 1) {
           const int32_t tok_first = reqs[t.req].q_start;
           for (int32_t k = 0; k < t.ntok; ++k) {
             parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
@@ -350,6 +360,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
           ws_next += rows;
         }
       }
+      if (self_merge) ++merge_slot;
     }
   }
 

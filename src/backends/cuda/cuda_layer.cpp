@@ -184,6 +184,7 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
   ap.ws_lse = plan->d<float>(L.ws_lse);
   ap.reqs = plan->d<kern::AttnReq>(L.reqs);
   ap.items = plan->d<kern::AttnItem>(L.items);
+  ap.merge_counters = plan->d<int32_t>(L.merge_ctr);
   ap.num_items = hdr;
   ap.num_heads = p_.num_heads;
   ap.num_kv_heads = p_.num_kv_heads;
