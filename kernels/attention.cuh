@@ -283,38 +283,38 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
           cp_async_16(dk + i * RP * SROW, kc + o.x, ok);
           cp_async_16(dv + i * RP * SROW, vc + o.y, ok);
         }
-        return;
-      }
+      } else {
 #pragma unroll 2
-      for (int c = tid; c < BN * CH; c += S::kThreads) {
-        const int kr = c / CH, ch = c - kr * CH;
-        const bool ok = k0 + kr < kend;
-        const longlong2 o = to[kr];
-        const KVT *ks = kh + o.x + ch * EPC;
-        const KVT *vs = vh + o.y + ch * EPC;
-        if constexpr (CACHE == kCacheAuto) {
-          cp_async_16(sK + kr * SROW + ch * 8, ks, ok);
-          cp_async_16(sV + kr * SROW + ch * 8, vs, ok);
-        } else {
-          uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
-          if (ok) {
-            kraw = *reinterpret_cast<const uint4 *>(ks);
-            vraw = *reinterpret_cast<const uint4 *>(vs);
-          }
-          const uint8_t *kb = reinterpret_cast<const uint8_t *>(&kraw);
-          const uint8_t *vb = reinterpret_cast<const uint8_t *>(&vraw);
-          uint32_t kw[8], vw[8];
+        for (int c = tid; c < BN * CH; c += S::kThreads) {
+          const int kr = c / CH, ch = c - kr * CH;
+          const bool ok = k0 + kr < kend;
+          const longlong2 o = to[kr];
+          const KVT *ks = kh + o.x + ch * EPC;
+          const KVT *vs = vh + o.y + ch * EPC;
+          if constexpr (CACHE == kCacheAuto) {
+            cp_async_16(sK + kr * SROW + ch * 8, ks, ok);
+            cp_async_16(sV + kr * SROW + ch * 8, vs, ok);
+          } else {
+            uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
+            if (ok) {
+              kraw = *reinterpret_cast<const uint4 *>(ks);
+              vraw = *reinterpret_cast<const uint4 *>(vs);
+            }
+            const uint8_t *kb = reinterpret_cast<const uint8_t *>(&kraw);
+            const uint8_t *vb = reinterpret_cast<const uint8_t *>(&vraw);
+            uint32_t kw[8], vw[8];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            kw[e] = Elem<T>::pack2(fp8_decode<CACHE>(kb[2 * e]), fp8_decode<CACHE>(kb[2 * e + 1]));
-            vw[e] = Elem<T>::pack2(fp8_decode<CACHE>(vb[2 * e]), fp8_decode<CACHE>(vb[2 * e + 1]));
+            for (int e = 0; e < 8; ++e) {
+              kw[e] = Elem<T>::pack2(fp8_decode<CACHE>(kb[2 * e]), fp8_decode<CACHE>(kb[2 * e + 1]));
+              vw[e] = Elem<T>::pack2(fp8_decode<CACHE>(vb[2 * e]), fp8_decode<CACHE>(vb[2 * e + 1]));
+            }
+            uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
+            uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);
+            kd[0] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+            kd[1] = make_uint4(kw[4], kw[5], kw[6], kw[7]);
+            vd[0] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+            vd[1] = make_uint4(vw[4], vw[5], vw[6], vw[7]);
           }
-          uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
-          uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);
-          kd[0] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
-          kd[1] = make_uint4(kw[4], kw[5], kw[6], kw[7]);
-          vd[0] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
-          vd[1] = make_uint4(vw[4], vw[5], vw[6], vw[7]);
         }
       }
     };
