@@ -203,14 +203,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
   const int bs = p.block_size;
   const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;  // power-of-two block size
 
-  ScoreCtx sc;
-  sc.scale = p.scale * p.k_scale;
-  sc.scale_log2 = sc.scale * kLog2e;
-  sc.softcap = p.softcap;
-  sc.inv_softcap = p.softcap > 0.f ? 1.f / p.softcap : 0.f;
-  sc.alibi = p.alibi;
-  sc.window_left = p.window_left;
-  sc.window_right = p.window_right;
+  ScoreCtx sc = score_ctx_of(p);  // per-item fields (causal, kend) set below
 
   for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
     const AttnItem it = p.items[item_idx];

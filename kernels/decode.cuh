@@ -103,14 +103,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   const T *qbase = static_cast<const T *>(p.q);
   const KVT *kbase = static_cast<const KVT *>(p.k);
   const KVT *vbase = static_cast<const KVT *>(p.v);
-  ScoreCtx sc;
-  sc.scale = p.scale * p.k_scale;
-  sc.scale_log2 = sc.scale * kLog2e;
-  sc.softcap = p.softcap;
-  sc.inv_softcap = p.softcap > 0.f ? 1.f / p.softcap : 0.f;
-  sc.alibi = p.alibi;
-  sc.window_left = p.window_left;
-  sc.window_right = p.window_right;
+  ScoreCtx sc = score_ctx_of(p);  // per-item fields (causal, kend) set below
 
   char *wbase = body + warp * S::WARP_BYTES;
 

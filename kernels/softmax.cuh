@@ -49,6 +49,21 @@ struct ScoreCtx {
   __device__ bool plain() const { return softcap <= 0.f && alibi == nullptr; }
 };
 
+// The kernel-wide fields of a ScoreCtx (causal and kend are per item).
+__device__ __forceinline__ ScoreCtx score_ctx_of(const AttnParams &p) {
+  ScoreCtx sc;
+  sc.scale = p.scale * p.k_scale;
+  sc.scale_log2 = sc.scale * kLog2e;
+  sc.softcap = p.softcap;
+  sc.inv_softcap = p.softcap > 0.f ? 1.f / p.softcap : 0.f;
+  sc.alibi = p.alibi;
+  sc.kend = 0;
+  sc.window_left = p.window_left;
+  sc.window_right = p.window_right;
+  sc.causal = false;
+  return sc;
+}
+
 // This thread's two rows of one m-tile.
 struct RowCtx {
   int qpos[2];
