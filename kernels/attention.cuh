@@ -23,10 +23,14 @@
 //   unmasked path for tiles the warp sees whole and lazy rescaling
 //   (softmax.cuh); warps skip tiles none of their rows can see;
 //   O += P V with P re-packed from the S accumulators (no shared round trip).
-// Shapes: shared Q [BM][D+8], 3 x (K [BN][D+8], V [BN][D+8]) elements of T
-// (the +8 pad makes ldmatrix rows hit distinct banks); BN = 64 up to head
-// size 96, 32 up to 128, 16 at 256 (registers: O is MT D/2 fp32 per thread;
-// shared memory: two CTAs per SM).
+// Shapes: shared Q [BM][D+8], kStages (3) x (K [BN][D+8], V [BN][D+8])
+// elements of T (the +8 pad makes ldmatrix rows hit distinct banks), then
+// kStages x BN (K, V) int64 element offsets (one block lookup per key);
+// BN = 64 up to head size 96, 32 up to 128, 16 at 256 (registers: O is
+// MT D/2 fp32 per thread; shared memory: two CTAs per SM).
+//
+// Split decode tiles (AttnItem::merge) merge themselves: see
+// merge_split_tile below.
 //
 // fp8 caches: K and V are decoded exactly to T; k_scale multiplies the
 // score and v_scale the output, so dequantisation costs no extra rounding.
