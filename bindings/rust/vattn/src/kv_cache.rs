@@ -1,6 +1,7 @@
 //! KV cache specs, allocation and per-layer views.
 
 use std::marker::PhantomData;
+use std::os::raw::c_void;
 use std::ptr::{self, NonNull};
 
 use crate::tensor::{device_type, Sealed};
@@ -421,6 +422,21 @@ impl<'a> KvCache<'a> {
     /// pair, copies block `src` to block `dst` in K and V.  Layers sharing
     /// another layer's memory are copied once.
     pub fn copy_blocks(&mut self, block_mapping: &[[i64; 2]]) -> Result<()> {
+        // SAFETY: the NULL stream is always valid.
+        unsafe { self.copy_blocks_on_stream(block_mapping, ptr::null_mut()) }
+    }
+
+    /// [`KvCache::copy_blocks`] with the copies issued on `stream`: a
+    /// `cudaStream_t`, or NULL for the default stream.  A CPU cache ignores
+    /// the stream (the copy is done when this returns).
+    ///
+    /// # Safety
+    /// `stream` must be NULL or a live `cudaStream_t` of the cache's device.
+    pub unsafe fn copy_blocks_on_stream(
+        &mut self,
+        block_mapping: &[[i64; 2]],
+        stream: *mut c_void,
+    ) -> Result<()> {
         let n = self.info()?.num_layers.max(0) as usize;
         let mut tensors: Vec<sys::DLTensor> = Vec::with_capacity(n);
         for l in 0..n {
@@ -431,7 +447,7 @@ impl<'a> KvCache<'a> {
         }
         let ptrs: Vec<*mut sys::DLTensor> = tensors.iter_mut().map(|t| t as *mut sys::DLTensor).collect();
         // The tensors are views of this cache, borrowed exclusively by &mut self.
-        crate::ops::copy_blocks_raw(&ptrs, block_mapping)
+        crate::ops::copy_blocks_raw(&ptrs, block_mapping, stream)
     }
 
     /// Writable view of layer `layer`'s cache, for [`crate::Layer::forward`]

@@ -70,7 +70,8 @@ pub use batch::{
     PerLayerParams, Reorder, UbatchSlice, UbatchSlices,
 };
 pub use ops::{
-    compute_slot_mapping, copy_blocks, merge_attn_states, reshape_and_cache, swap_blocks, SlotMappingArgs,
+    compute_slot_mapping, copy_blocks, copy_blocks_on_stream, merge_attn_states, reshape_and_cache, swap_blocks,
+    swap_blocks_on_stream, SlotMappingArgs,
 };
 pub use v0::{
     v0_compute_slot_mapping, v0_slot_mapping_start_idx, GraphState, PrefillDecodeTokens,

@@ -1,5 +1,6 @@
 //! Slot mapping and cache / merge operations on host or device tensors.
 
+use std::os::raw::c_void;
 use std::ptr;
 
 use crate::{check, check_len, sys, to_i64, AsDlTensor, AsDlTensorMut, Error, KvCacheDtype, Result};
@@ -155,21 +156,42 @@ fn mapping_len(block_mapping: &[[i64; 2]]) -> usize {
 /// to block `dst` in K and V.  Runs on the default stream.  For all layers
 /// of a [`crate::KvCache`] use [`crate::KvCache::copy_blocks`].
 pub fn copy_blocks(kv_caches: &mut [&mut dyn AsDlTensorMut], block_mapping: &[[i64; 2]]) -> Result<()> {
-    let ptrs: Vec<*mut sys::DLTensor> = kv_caches.iter_mut().map(|t| t.as_dl_tensor_mut()).collect();
-    copy_blocks_raw(&ptrs, block_mapping)
+    // SAFETY: the NULL stream is always valid.
+    unsafe { copy_blocks_on_stream(kv_caches, block_mapping, ptr::null_mut()) }
 }
 
-/// copy_blocks over raw tensors that the caller holds borrowed.
-pub(crate) fn copy_blocks_raw(ptrs: &[*mut sys::DLTensor], block_mapping: &[[i64; 2]]) -> Result<()> {
+/// [`copy_blocks`] with the copies issued on `stream`: a `cudaStream_t`, or
+/// NULL for the default stream.  CPU caches ignore the stream (the copy is
+/// done when this returns); on CUDA the copy is asynchronous on `stream`.
+///
+/// # Safety
+/// `stream` must be NULL or a live `cudaStream_t` of the caches' device.
+pub unsafe fn copy_blocks_on_stream(
+    kv_caches: &mut [&mut dyn AsDlTensorMut],
+    block_mapping: &[[i64; 2]],
+    stream: *mut c_void,
+) -> Result<()> {
+    let ptrs: Vec<*mut sys::DLTensor> = kv_caches.iter_mut().map(|t| t.as_dl_tensor_mut()).collect();
+    copy_blocks_raw(&ptrs, block_mapping, stream)
+}
+
+/// copy_blocks over raw tensors that the caller holds borrowed, on `stream`
+/// (NULL or a live `cudaStream_t`, which the caller vouches for).
+pub(crate) fn copy_blocks_raw(
+    ptrs: &[*mut sys::DLTensor],
+    block_mapping: &[[i64; 2]],
+    stream: *mut c_void,
+) -> Result<()> {
     // SAFETY: every tensor is borrowed (exclusively) by the caller for the
-    // call; the mapping is num_pairs contiguous [src, dst] pairs.
+    // call; the mapping is num_pairs contiguous [src, dst] pairs; the
+    // caller guarantees the stream.
     check(unsafe {
         sys::vattn_copy_blocks(
             ptrs.as_ptr(),
             ptrs.len(),
             block_mapping.as_ptr() as *const i64,
             mapping_len(block_mapping),
-            ptr::null_mut(),
+            stream,
         )
     })
 }
@@ -178,15 +200,30 @@ pub(crate) fn copy_blocks_raw(ptrs: &[*mut sys::DLTensor], block_mapping: &[[i64
 /// to `dst`, two caches of the same shape (CPU<->CPU here; CPU<->CUDA and
 /// CUDA<->CUDA on the default stream).
 pub fn swap_blocks(src: &dyn AsDlTensor, dst: &mut dyn AsDlTensorMut, block_mapping: &[[i64; 2]]) -> Result<()> {
-    // SAFETY: the tensors are borrowed for the call; the mapping is
-    // num_pairs contiguous pairs; NULL stream.
-    check(unsafe {
-        sys::vattn_swap_blocks(
-            src.as_dl_tensor(),
-            dst.as_dl_tensor_mut(),
-            block_mapping.as_ptr() as *const i64,
-            mapping_len(block_mapping),
-            ptr::null_mut(),
-        )
-    })
+    // SAFETY: the NULL stream is always valid.
+    unsafe { swap_blocks_on_stream(src, dst, block_mapping, ptr::null_mut()) }
+}
+
+/// [`swap_blocks`] with the copies issued on `stream`: a `cudaStream_t`, or
+/// NULL for the default stream.  CPU<->CPU swaps ignore the stream (the
+/// copy is done when this returns); when a GPU is involved the copy is
+/// asynchronous on `stream` (the host side should be pinned for overlap).
+///
+/// # Safety
+/// `stream` must be NULL or a live `cudaStream_t` of the CUDA cache's device.
+pub unsafe fn swap_blocks_on_stream(
+    src: &dyn AsDlTensor,
+    dst: &mut dyn AsDlTensorMut,
+    block_mapping: &[[i64; 2]],
+    stream: *mut c_void,
+) -> Result<()> {
+    // The tensors are borrowed for the call; the mapping is num_pairs
+    // contiguous pairs; the caller guarantees the stream.
+    check(sys::vattn_swap_blocks(
+        src.as_dl_tensor(),
+        dst.as_dl_tensor_mut(),
+        block_mapping.as_ptr() as *const i64,
+        mapping_len(block_mapping),
+        stream,
+    ))
 }

@@ -201,3 +201,64 @@ fn build_for_drafting_on_cpu() {
     }
     assert!(out.iter().all(|x| x.is_finite()));
 }
+
+#[test]
+fn copy_and_swap_blocks_on_the_null_stream() {
+    let src = data(2 * NB as usize * BLOCK, 21);
+    let mut dst = vec![0f32; src.len()];
+    let a0 = data(2 * NB as usize * BLOCK, 22);
+    let mut a = a0.clone();
+    {
+        let s = TensorView::new(&src, &[2, NB, BS, H, D]).unwrap();
+        let mut d = TensorViewMut::new(&mut dst, &[2, NB, BS, H, D]).unwrap();
+        let mut ta = TensorViewMut::new(&mut a, &[2, NB, BS, H, D]).unwrap();
+        // SAFETY: the NULL stream is always valid (CPU tensors ignore it).
+        unsafe {
+            swap_blocks_on_stream(&s, &mut d, &[[1, 0], [2, 3]], std::ptr::null_mut()).unwrap();
+            copy_blocks_on_stream(&mut [&mut ta], &[[3, 1]], std::ptr::null_mut()).unwrap();
+            let e = swap_blocks_on_stream(&s, &mut d, &[[NB, 0]], std::ptr::null_mut()).unwrap_err();
+            assert_eq!(e.status, Status::INVALID_ARGUMENT);
+            let e = copy_blocks_on_stream(&mut [&mut ta], &[[0, -1]], std::ptr::null_mut()).unwrap_err();
+            assert_eq!(e.status, Status::INVALID_ARGUMENT);
+        }
+    }
+    for kv in 0..2 {
+        assert_eq!(block(&dst, kv, 0), block(&src, kv, 1));
+        assert_eq!(block(&dst, kv, 3), block(&src, kv, 2));
+        assert!(block(&dst, kv, 1).iter().all(|&x| x == 0.0));
+        assert!(block(&dst, kv, 2).iter().all(|&x| x == 0.0));
+        assert_eq!(block(&a, kv, 1), block(&a0, kv, 3));
+        for b in [0, 2, 3] {
+            assert_eq!(block(&a, kv, b), block(&a0, kv, b));
+        }
+    }
+    // Over a KvCache: block 0 -> 2 in every layer.
+    let spec = KvCacheSpec {
+        block_size: BS as i32,
+        num_kv_heads: H as i32,
+        head_size: D as i32,
+        dtype: DType::FLOAT32,
+        ..Default::default()
+    };
+    let opts = KvCacheOptions { num_blocks: NB, layout: Some(Layout::NHD), ..Default::default() };
+    let mut cache = KvCache::new(&[spec, spec], None, &opts).unwrap();
+    for l in 0..2 {
+        let mut v = cache.layer_mut(l).unwrap();
+        let s = v.as_mut_slice::<f32>().unwrap();
+        let fill = data(s.len(), 200 + l as u64);
+        s.copy_from_slice(&fill);
+    }
+    let before: Vec<Vec<f32>> = (0..2).map(|l| cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec()).collect();
+    // SAFETY: the NULL stream is always valid.
+    unsafe { cache.copy_blocks_on_stream(&[[0, 2]], std::ptr::null_mut()).unwrap() };
+    for l in 0..2 {
+        let now = cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec();
+        for kv in 0..2 {
+            assert_eq!(block(&now, kv, 2), block(&before[l], kv, 0));
+            assert_eq!(block(&now, kv, 1), block(&before[l], kv, 1));
+        }
+    }
+    // SAFETY: as above.
+    let e = unsafe { cache.copy_blocks_on_stream(&[[NB, 0]], std::ptr::null_mut()) }.unwrap_err();
+    assert_eq!(e.status, Status::INVALID_ARGUMENT);
+}

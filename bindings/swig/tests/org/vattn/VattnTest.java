@@ -428,4 +428,134 @@ public class VattnTest implements VattnCConstants {
       assertEquals(null, d.contextLensArray());
     }
   }
+
+  // ---- v0 builder and CUDA-graph state -------------------------------------
+  private static V0Builder v0Builder() {
+    vattn_v0_builder_options_t o = new vattn_v0_builder_options_t();
+    assertEquals(16, o.getBlock_size());
+    o.setBlock_size(4);
+    o.setNum_cache_blocks(16);
+    o.setMax_blocks_per_seq(4);
+    return new V0Builder(o);
+  }
+
+  /** A 6-token prompt over blocks [3, 7]. */
+  private static void addPrompt(V0Builder b) {
+    vattn_v0_seq_t s = new vattn_v0_seq_t();
+    s.setIs_prompt(1);
+    s.setToken_len(6);
+    s.setSeq_len(6);
+    s.setCurr_seq_len(6);
+    s.setQuery_len(6);
+    s.setContext_len(0);
+    b.addSeq(s, 3, 7);
+  }
+
+  /** A decode at position 9 over blocks [1, 2, 5]. */
+  private static void addDecode(V0Builder b) {
+    vattn_v0_seq_t s = new vattn_v0_seq_t();
+    s.setIs_prompt(0);
+    s.setToken_len(1);
+    s.setSeq_len(10);
+    s.setCurr_seq_len(10);
+    s.setQuery_len(1);
+    s.setContext_len(9);
+    b.addSeq(s, 1, 2, 5);
+  }
+
+  @Test public void v0BuilderBuildsMetadata() {
+    try (V0Builder b = v0Builder()) {
+      addPrompt(b);
+      addDecode(b);
+      try (V0Metadata md = b.build(new int[] {6, 10}, new int[] {6, 1})) {
+        vattn_v0_metadata_desc_t d = md.describe();
+        assertEquals(1, d.getNum_prefills());
+        assertEquals(6, d.getNum_prefill_tokens());
+        assertEquals(1, d.getNum_decode_tokens());
+        // Prompt slots 0..6 through [3, 7]; the decode's position 9 = block 5, offset 1.
+        assertArrayEquals(new long[] {12, 13, 14, 15, 28, 29, 21}, d.slotMappingArray());
+        assertArrayEquals(new int[] {6, 10}, d.seqLensArray());
+        assertArrayEquals(new int[] {0, 9}, d.contextLensArray());
+        assertArrayEquals(new int[] {0, 6, 7}, d.queryStartLocArray());
+        assertArrayEquals(new int[] {0, 6, 16}, d.seqStartLocArray());
+        // Without chunked prefill a plain prompt gets no table; 0-padded rows.
+        assertEquals(3, d.getBlock_tables_cols());
+        assertArrayEquals(new int[] {0, 0, 0, 1, 2, 5}, d.blockTablesArray());
+        assertEquals(6, d.getMax_query_len());
+        assertEquals(6, d.getMax_prefill_seq_len());
+        assertEquals(10, d.getMax_decode_seq_len());
+        assertEquals(1, d.getMax_decode_query_len());
+        assertEquals(0, d.getUse_cuda_graph());
+        assertArrayEquals(new long[] {6, 6, 1}, md.numPrefillDecodeQueryKvTokens(VATTN_ATTN_DECODER));
+        V0Metadata.SeqLenBlockTableArgs a = md.seqLenBlockTableArgs(true, VATTN_ATTN_DECODER);
+        assertArrayEquals(new int[] {6, 10}, a.seqLens);
+        assertEquals(6, a.maxSeqLen);
+        assertEquals(3, a.blockTableCols);
+      }
+      // build reset the builder: nothing added is refused.
+      VattnException e = assertThrows(VattnException.class, () -> b.build(new int[] {1}, new int[] {1}));
+      assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+      // A prompt after a decode is refused.
+      addDecode(b);
+      e = assertThrows(VattnException.class, () -> addPrompt(b));
+      assertTrue(e.getMessage(), e.getMessage().contains("prefills come first"));
+      assertThrows(IllegalArgumentException.class, () -> b.build(new int[] {10}, new int[] {1, 1}));
+    }
+    V0Builder closed = v0Builder();
+    closed.close();
+    closed.close();
+    assertThrows(IllegalStateException.class, () -> addDecode(closed));
+  }
+
+  @Test public void v0CudaGraphBatchAndGraphState() {
+    final long pad = VATTN_PAD_SLOT_ID;
+    try (V0Builder b = v0Builder()) {
+      addDecode(b);
+      try (V0Metadata g = b.build(new int[] {10}, new int[] {1}, 3, 4)) {
+        vattn_v0_metadata_desc_t d = g.describe();
+        assertEquals(1, d.getUse_cuda_graph());
+        assertEquals(4, d.getNum_decode_tokens());
+        assertArrayEquals(new long[] {21, pad, pad, pad}, d.slotMappingArray());
+        assertArrayEquals(new int[] {10, 1, 1, 1}, d.seqLensArray());
+        assertEquals(4, d.getBlock_tables_cols());
+        assertArrayEquals(new int[] {1, 2, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, d.blockTablesArray());
+      }
+      try (GraphState st = new GraphState(4, 4, 64)) {
+        try (V0Metadata m = st.metadataForBatch(2)) {
+          vattn_v0_metadata_desc_t d = m.describe();
+          assertArrayEquals(new long[] {pad, pad}, d.slotMappingArray());
+          assertArrayEquals(new int[] {1, 1}, d.seqLensArray());
+          assertArrayEquals(new int[8], d.blockTablesArray());
+          assertEquals(1, d.getUse_cuda_graph());
+          assertEquals(null, d.queryStartLocArray());
+          assertEquals(64, d.getMax_decode_seq_len());
+        }
+        // Replay a real decode batch (one sequence, 3 block columns).
+        addDecode(b);
+        try (V0Metadata real = b.build(new int[] {10}, new int[] {1})) {
+          st.prepareReplay(real);
+        }
+        try (V0Metadata m = st.metadataForBatch(2)) {
+          vattn_v0_metadata_desc_t d = m.describe();
+          assertArrayEquals(new long[] {21, pad}, d.slotMappingArray());
+          assertArrayEquals(new int[] {10, 1}, d.seqLensArray());
+          assertArrayEquals(new int[] {1, 2, 5, 0, 0, 0, 0, 0}, d.blockTablesArray());
+          V0Metadata.SeqLenBlockTableArgs a = m.seqLenBlockTableArgs(false, VATTN_ATTN_DECODER);
+          assertArrayEquals(new int[] {10, 1}, a.seqLens);
+          assertEquals(4, a.blockTableCols);
+        }
+        // Prefills never replay; batch sizes are bounded.
+        addPrompt(b);
+        addDecode(b);
+        try (V0Metadata mixed = b.build(new int[] {6, 10}, new int[] {6, 1})) {
+          VattnException e = assertThrows(VattnException.class, () -> st.prepareReplay(mixed));
+          assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+        }
+        VattnException e = assertThrows(VattnException.class, () -> st.metadataForBatch(5));
+        assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+      }
+    }
+    VattnException e = assertThrows(VattnException.class, () -> new GraphState(0, 4, 64));
+    assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
+  }
 }
