@@ -41,6 +41,49 @@ public final class Vattn implements VattnCConstants {
     dst.touch();
   }
 
+  /** What {@link #reorderBatchToSplitDecodesAndPrefills} gives. */
+  public static final class Reorder {
+    /** The swap_states(i, j) to apply in order: {i0, j0, i1, j1, ...}. */
+    public final long[] swaps;
+    /** order[slot] = original index of the request that ends in slot. */
+    public final long[] order;
+    /** Whether anything moved. */
+    public final boolean modified;
+
+    Reorder(long[] swaps, long[] order, boolean modified) {
+      this.swaps = swaps;
+      this.order = order;
+      this.modified = modified;
+    }
+  }
+
+  /**
+   * Reorders a batch decode -> extend -> prefill with minimal stable swaps
+   * (vLLM reorder_batch_to_split_decodes_and_prefills); per request its
+   * scheduled and computed tokens (same lengths).
+   */
+  public static Reorder reorderBatchToSplitDecodesAndPrefills(int[] numScheduledTokens, int[] numComputedTokens,
+                                                              int decodeThreshold) {
+    if (numScheduledTokens == null || numComputedTokens == null)
+      throw new IllegalArgumentException("numScheduledTokens and numComputedTokens are required");
+    if (numScheduledTokens.length != numComputedTokens.length)
+      throw new IllegalArgumentException("numComputedTokens has " + numComputedTokens.length
+          + " entries, numScheduledTokens " + numScheduledTokens.length);
+    int n = numScheduledTokens.length;
+    IntBuffer sched = direct(numScheduledTokens), comp = direct(numComputedTokens);
+    LongBuffer swaps = direct(new long[2 * n]), order = direct(new long[n]);
+    long[] numSwaps = new long[1];
+    int[] modified = new int[1];
+    VattnC.vattn_reorder_batch_to_split_decodes_and_prefills(sched, comp, n, decodeThreshold, swaps, numSwaps, order,
+                                                             modified);
+    java.lang.ref.Reference.reachabilityFence(new Object[] {sched, comp});
+    long[] s = new long[(int) (2 * numSwaps[0])];
+    swaps.get(s);
+    long[] o = new long[n];
+    order.get(o);
+    return new Reorder(s, o, modified[0] != 0);
+  }
+
   /** Direct native-order buffer holding a copy of {@code a} (null for null). */
   static IntBuffer direct(int[] a) {
     if (a == null) return null;

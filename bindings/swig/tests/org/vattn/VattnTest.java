@@ -558,4 +558,44 @@ public class VattnTest implements VattnCConstants {
     VattnException e = assertThrows(VattnException.class, () -> new GraphState(0, 4, 64));
     assertEquals(VATTN_ERR_INVALID_ARGUMENT, e.getStatus());
   }
+
+  /** Applies swap_states pairs to the identity order of n requests. */
+  private static long[] applySwaps(int n, long[] swaps) {
+    long[] o = new long[n];
+    for (int i = 0; i < n; ++i) o[i] = i;
+    for (int k = 0; k + 1 < swaps.length; k += 2) {
+      int i = (int) swaps[k], j = (int) swaps[k + 1];
+      long t = o[i];
+      o[i] = o[j];
+      o[j] = t;
+    }
+    return o;
+  }
+
+  @Test public void reorderBatchToSplitDecodesAndPrefills() {
+    // [P, P, D, D] -> [2, 3, 0, 1].
+    Vattn.Reorder r = Vattn.reorderBatchToSplitDecodesAndPrefills(new int[] {5, 7, 1, 1}, new int[] {0, 0, 9, 4}, 1);
+    assertArrayEquals(new long[] {2, 3, 0, 1}, r.order);
+    assertTrue(r.modified);
+    assertTrue(r.swaps.length <= 8);
+    assertArrayEquals(r.order, applySwaps(4, r.swaps));
+    // E P D D E -> D D E E P.
+    r = Vattn.reorderBatchToSplitDecodesAndPrefills(new int[] {3, 4, 1, 1, 2}, new int[] {5, 0, 7, 2, 1}, 1);
+    assertArrayEquals(r.order, applySwaps(5, r.swaps));
+    assertEquals(2, r.order[0] + r.order[1] - 3);  // decodes 2, 3 first
+    assertEquals(1, r.order[4]);                   // the prefill last
+    // Already ordered: nothing moves.
+    r = Vattn.reorderBatchToSplitDecodesAndPrefills(new int[] {1, 3, 8}, new int[] {4, 4, 0}, 1);
+    assertArrayEquals(new long[] {0, 1, 2}, r.order);
+    assertEquals(0, r.swaps.length);
+    assertTrue(!r.modified);
+    // A new single-token prompt is a prefill, not a decode.
+    r = Vattn.reorderBatchToSplitDecodesAndPrefills(new int[] {1, 1}, new int[] {0, 3}, 1);
+    assertArrayEquals(new long[] {1, 0}, r.order);
+    r = Vattn.reorderBatchToSplitDecodesAndPrefills(new int[0], new int[0], 1);
+    assertEquals(0, r.order.length);
+    assertTrue(!r.modified);
+    assertThrows(IllegalArgumentException.class,
+        () -> Vattn.reorderBatchToSplitDecodesAndPrefills(new int[] {1, 1}, new int[] {0}, 1));
+  }
 }
