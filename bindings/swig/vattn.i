@@ -342,6 +342,8 @@ VATTN_JAVA_ARRAY_OUT(vattn_java_longs, jlongArray, long, jlong, Long)
 VATTN_JAVA_ARRAY_ARG(const int64_t, int64_t, jlongArray, long, jlong, Long, slices, JNI_ABORT)
 VATTN_JAVA_ARRAY_ARG(int64_t, int64_t, jlongArray, long, jlong, Long, handles, 0)
 VATTN_JAVA_ARRAY_ARG(int64_t, int64_t, jlongArray, long, jlong, Long, dims, 0)
+VATTN_JAVA_ARRAY_ARG(int64_t, int64_t, jlongArray, long, jlong, Long, ubatches, 0)
+VATTN_JAVA_ARRAY_ARG(int64_t, int64_t, jlongArray, long, jlong, Long, padded, 0)
 
 /* copy_blocks / swap_blocks: the block mapping is a long[] of [src, dst]
  * pairs (its length gives num_pairs); the caches of copy_blocks a DLTensor[]. */
@@ -489,6 +491,44 @@ vattn_status_t vattn_java_split_attn_metadata(const vattn_metadata_t *md, const 
   return st;
 }
 
+/* vattn_ubatch_slices_create: ubatches and padded = long[4 * num_ubatches]
+ * receiving (request_start, request_stop, token_start, token_stop) of every
+ * slice and of its padded variant. */
+vattn_status_t vattn_java_ubatch_slices_create(const int32_t *num_scheduled_tokens, int64_t num_reqs,
+                                               int64_t num_tokens_padded, int64_t num_reqs_padded,
+                                               int32_t num_ubatches, int64_t split_point, int64_t *ubatches,
+                                               int64_t ubatches_len, int64_t *padded, int64_t padded_len) {
+  vattn_ubatch_slice_t *s, *p;
+  vattn_status_t st;
+  int64_t i;
+  if (num_ubatches < 0 || ubatches_len != 4 * (int64_t)num_ubatches || padded_len != ubatches_len)
+    return vattn_java_fail("arguments 'ubatches' / 'padded': need 4 longs per micro-batch");
+  s = (vattn_ubatch_slice_t *)calloc((size_t)num_ubatches + 1, sizeof *s);
+  p = (vattn_ubatch_slice_t *)calloc((size_t)num_ubatches + 1, sizeof *p);
+  if (!s || !p) {
+    free(s);
+    free(p);
+    vattn_java_error_msg = "out of memory";
+    return VATTN_ERR_OUT_OF_MEMORY;
+  }
+  st = vattn_ubatch_slices_create(num_scheduled_tokens, num_reqs, num_tokens_padded, num_reqs_padded,
+                                  num_ubatches, split_point, s, p);
+  if (st == VATTN_OK)
+    for (i = 0; i < num_ubatches; ++i) {
+      ubatches[4 * i] = s[i].request_start;
+      ubatches[4 * i + 1] = s[i].request_stop;
+      ubatches[4 * i + 2] = s[i].token_start;
+      ubatches[4 * i + 3] = s[i].token_stop;
+      padded[4 * i] = p[i].request_start;
+      padded[4 * i + 1] = p[i].request_stop;
+      padded[4 * i + 2] = p[i].token_start;
+      padded[4 * i + 3] = p[i].token_stop;
+    }
+  free(s);
+  free(p);
+  return st;
+}
+
 /* vattn_v0_get_seq_len_block_table_args, scalars: dims = long[3] receiving
  * (num_seqs, max_seq_len, block_table_cols). */
 vattn_status_t vattn_java_v0_seq_len_block_table_dims(const vattn_v0_metadata_t *md, int32_t is_prompt,
@@ -528,6 +568,7 @@ vattn_java_ints vattn_java_v0_block_table(const vattn_v0_metadata_t *md, int32_t
 
 /* Wrapped through the helpers above. */
 %ignore vattn_split_attn_metadata;
+%ignore vattn_ubatch_slices_create;
 %ignore vattn_v0_get_seq_len_block_table_args;
 %ignore DLManagedTensor;
 

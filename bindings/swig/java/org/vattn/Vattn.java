@@ -84,6 +84,25 @@ public final class Vattn implements VattnCConstants {
     return new Reorder(s, o, modified[0] != 0);
   }
 
+  /**
+   * maybe_create_ubatch_slices over requests of {@code numScheduledTokens}
+   * tokens: {slices, padded}, each {request_start, request_stop,
+   * token_start, token_stop} per micro-batch (half-open ranges; what
+   * Metadata.splitUbatches takes).  {@code splitPoint <= 0} =
+   * numTokensPadded / numUbatches.
+   */
+  public static long[][] ubatchSlices(int[] numScheduledTokens, long numTokensPadded, long numReqsPadded,
+                                      int numUbatches, long splitPoint) {
+    if (numScheduledTokens == null) throw new IllegalArgumentException("numScheduledTokens is required");
+    if (numUbatches < 0) throw new IllegalArgumentException("numUbatches is negative");
+    IntBuffer sched = direct(numScheduledTokens);
+    long[] slices = new long[4 * numUbatches], padded = new long[4 * numUbatches];
+    VattnC.vattn_java_ubatch_slices_create(sched, numScheduledTokens.length, numTokensPadded, numReqsPadded,
+                                           numUbatches, splitPoint, slices, padded);
+    java.lang.ref.Reference.reachabilityFence(sched);
+    return new long[][] {slices, padded};
+  }
+
   /** Direct native-order buffer holding a copy of {@code a} (null for null). */
   static IntBuffer direct(int[] a) {
     if (a == null) return null;

@@ -598,4 +598,11 @@ public class VattnTest implements VattnCConstants {
     assertThrows(IllegalArgumentException.class,
         () -> Vattn.reorderBatchToSplitDecodesAndPrefills(new int[] {1, 1}, new int[] {0}, 1));
   }
+
+  @Test public void ubatchSlices() {
+    // cu = [0, 3, 8, 12]; default split point 16 / 2 = 8.
+    long[][] s = Vattn.ubatchSlices(new int[] {3, 5, 4}, 16, 4, 2, 0);
+    assertArrayEquals(new long[] {0, 2, 0, 8, 2, 3, 8, 12}, s[0]);
+    assertArrayEquals(new long[] {0, 2, 0, 8, 2, 4, 8, 16}, s[1]);
+  }
 }
