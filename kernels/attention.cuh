@@ -157,20 +157,16 @@ struct AttnShape {
   static constexpr int MT = HS <= 128 ? 2 : 1;
   static constexpr int BM = 64 * MT;
   // Keys per tile: bounded by registers (S is MT x BN/2 fp32 per thread)
-  // and by shared memory (two CTAs per SM: <= ~113 KiB each).
-#ifndef VATTN_ATTN_BN128
-#define VATTN_ATTN_BN128 32
-#endif
-#ifndef VATTN_ATTN_ST128
-#define VATTN_ATTN_ST128 3
-#endif
-  static constexpr int BN = HS >= 256 ? 16 : HS > 96 ? VATTN_ATTN_BN128 : 64;
+  // and by shared memory (two CTAs per SM: <= ~113 KiB each).  Measured on
+  // the H200 at head size 128: 64 keys with 2 buffers and 48 keys were not
+  // faster than 32 keys with 3 buffers (docs/benchmarks.md).
+  static constexpr int BN = HS >= 256 ? 16 : HS > 96 ? 32 : 64;
   static constexpr int SROW = HS + 8;  // shared row stride in elements
   static constexpr int kThreads = 128;
   // K/V tile buffers: tile t + 2 is loaded while t is computed, into the
   // buffer of t - 1, which every warp left before the barrier of step t
   // (one barrier per tile).
-  static constexpr int kStages = HS > 96 && HS < 256 ? VATTN_ATTN_ST128 : 3;
+  static constexpr int kStages = 3;
   static constexpr size_t smem_bytes(size_t elem_bytes) {
     return static_cast<size_t>(BM + kStages * 2 * BN) * SROW * elem_bytes + kOffBytes;
   }
@@ -376,10 +372,6 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
 
     for (int t = 0; t < ntiles; ++t) {
-      // Launder the loop-invariant flags through an empty asm so that the
-      // compiler does not unswitch the loop into one copy of the whole tile
-      // body per flag combination (code size: instruction-cache misses).
-      asm volatile("" : "+f"(sc.softcap), "+l"(sc.alibi));
       const int k0 = kstart + t * BN;
       // Groups committed so far: 0 .. t + D - 1; all but the newest D - 1
       // done = tile t has landed.
