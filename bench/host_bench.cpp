@@ -1,9 +1,9 @@
 // host_bench.cpp -- host-side cost of planning a batch (issue 5 target:
 // metadata build for 256 mixed requests <= 20 us on the CI-class CPU).
 //
-// The batch: 256 requests = 240 decodes at 1-4k context + 16 chunked
-// prefills of 64 tokens at 0-2k context, block size 16, shuffled block
-// tables of 256 columns.  Measured separately:
+// The batch: bench/host_batch.h (256 requests, 240 decodes + 16 prefill
+// chunks, block size 16, shuffled 256 x 256 block table).  Measured
+// separately:
 //   MetadataCreate   vattn_metadata_create + destroy (validation + copy)
 //   SlotMapping      vattn_slot_mapping_compute for the batch's tokens
 //   BuilderBuild     vattn_builder_build into a reused plan (CPU backend;
@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
+#include "host_batch.h"
 #include "vattn.h"
 
 namespace {
@@ -30,55 +30,23 @@ namespace {
     }                                                                                      \
   } while (0)
 
-struct Batch {
-  int64_t num_reqs = 256, cols = 256, num_blocks = 0;
-  std::vector<int32_t> qsl, seq_lens, table;
-  std::vector<int64_t> positions, slots;
-  vattn_metadata_desc_t desc{};
+// The step (bench/host_batch.h) with its metadata description and the
+// slot-mapping arguments that recompute its slots.
+struct Batch : HostBatch {
+  vattn_metadata_desc_t desc = HostBatch::desc();
   vattn_slot_mapping_args_t sm{};
 
   Batch() {
-    std::mt19937_64 g(42);
-    qsl.assign(1, 0);
-    for (int64_t r = 0; r < num_reqs; ++r) {
-      bool prefill = r >= 240;
-      int32_t q = prefill ? 64 : 1;
-      int32_t ctx = prefill ? static_cast<int32_t>(g() % 2048) : 1024 + static_cast<int32_t>(g() % 3072);
-      seq_lens.push_back(ctx + q);
-      qsl.push_back(qsl.back() + q);
-      for (int32_t t = 0; t < q; ++t) positions.push_back(ctx + t);
-    }
-    num_blocks = num_reqs * cols + 1;
-    std::vector<int32_t> ids(num_blocks - 1);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i + 1);
-    std::shuffle(ids.begin(), ids.end(), g);
-    table = ids;
-    slots.assign(positions.size(), 0);
-
     vattn_slot_mapping_args_init(&sm);
     sm.block_table = table.data();
-    sm.num_rows = num_reqs;
-    sm.row_stride = cols;
+    sm.num_rows = kReqs;
+    sm.row_stride = kCols;
     sm.query_start_loc = qsl.data();
-    sm.num_reqs = num_reqs;
+    sm.num_reqs = kReqs;
     sm.positions = positions.data();
     sm.num_tokens = static_cast<int64_t>(positions.size());
-    sm.block_size = 16;
+    sm.block_size = kBlockSize;
     sm.num_cache_blocks = num_blocks;
-    CHECK(vattn_slot_mapping_compute(&sm, slots.data(), static_cast<int64_t>(slots.size())));
-
-    vattn_metadata_desc_init(&desc);
-    desc.num_reqs = num_reqs;
-    desc.num_actual_tokens = qsl.back();
-    desc.query_start_loc = qsl.data();
-    desc.seq_lens = seq_lens.data();
-    desc.block_table = table.data();
-    desc.block_table_rows = num_reqs;
-    desc.block_table_cols = cols;
-    desc.slot_mapping = slots.data();
-    desc.slot_mapping_len = static_cast<int64_t>(slots.size());
-    desc.block_size = 16;
-    desc.num_cache_blocks = num_blocks;
   }
 };
 

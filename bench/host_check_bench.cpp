@@ -1,27 +1,25 @@
 // host_check_bench.cpp -- per-layer host cost of the forward argument check
-// (backends/forward_check.h) for the host_bench batch (256 requests, block
-// size 16, shuffled 256 x 256 block table): with the maxima that
+// (backends/forward_check.h) for the host_bench batch (bench/host_batch.h:
+// 256 requests, block size 16, shuffled 256 x 256 block table): with the maxima that
 // vattn_metadata_create measured (the O(1) path every forward takes), and
 // with them switched off (the per-entry scan over every block id the
 // requests read and every slot, what each layer paid before).  Links the
 // internal static library: check_forward is not part of the C API.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "backends/forward_check.h"
+#include "host_batch.h"
 #include "metadata/metadata.h"
 
 namespace {
 
 struct Setup {
-  std::vector<int32_t> qsl{0}, seq_lens, table;
-  std::vector<int64_t> positions, slots;
+  HostBatch b;
   vattn::Metadata md;
   vattn::LayerParams p;
   int64_t q_shape[3], kv_shape[3], cache_shape[5];
@@ -30,43 +28,15 @@ struct Setup {
   vattn_forward_args_t a{};
 
   Setup() {
-    std::mt19937_64 g(42);
-    const int64_t R = 256, cols = 256;
-    for (int64_t r = 0; r < R; ++r) {
-      const bool prefill = r >= 240;
-      const int32_t ql = prefill ? 64 : 1;
-      const int32_t ctx = prefill ? int32_t(g() % 2048) : 1024 + int32_t(g() % 3072);
-      seq_lens.push_back(ctx + ql);
-      qsl.push_back(qsl.back() + ql);
-      for (int32_t t = 0; t < ql; ++t) positions.push_back(ctx + t);
-    }
-    const int64_t nb = R * cols + 1;
-    table.resize(nb - 1);
-    for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i + 1);
-    std::shuffle(table.begin(), table.end(), g);
-    for (int64_t r = 0; r < R; ++r)
-      for (int32_t t = qsl[r]; t < qsl[r + 1]; ++t)
-        slots.push_back(int64_t(table[r * cols + positions[t] / 16]) * 16 + positions[t] % 16);
-    vattn_metadata_desc_t d;
-    vattn_metadata_desc_init(&d);
-    d.num_reqs = R;
-    d.num_actual_tokens = qsl.back();
-    d.query_start_loc = qsl.data();
-    d.seq_lens = seq_lens.data();
-    d.block_table = table.data();
-    d.block_table_rows = R;
-    d.block_table_cols = cols;
-    d.slot_mapping = slots.data();
-    d.slot_mapping_len = int64_t(slots.size());
-    d.block_size = 16;
-    d.num_cache_blocks = nb;
+    const vattn_metadata_desc_t d = b.desc();
+    const int64_t nb = b.num_blocks;
     if (vattn::metadata_from_desc(d, "desc", &md) != VATTN_OK) std::abort();
     p.num_heads = 32;
     p.num_kv_heads = 8;
     p.head_size = 128;
     p.dtype = VATTN_DTYPE_BFLOAT16;
     p.block_size = 16;
-    const int64_t T = qsl.back();
+    const int64_t T = b.qsl.back();
     const int64_t qs[3] = {T, 32, 128}, ks[3] = {T, 8, 128}, cs[5] = {2, nb, 16, 8, 128};
     std::memcpy(q_shape, qs, sizeof qs);
     std::memcpy(kv_shape, ks, sizeof ks);
