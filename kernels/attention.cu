@@ -1,9 +1,14 @@
 // attention.cu -- dtype / cache-kind dispatch of the attention kernels and the
 // plan's merge pass.
+#include <atomic>
+#include <cstdlib>
+
 #include "attention_dispatch.cuh"
 
 namespace vattn {
 namespace kern {
+
+constexpr int kMaxDevices = 64;
 
 VATTN_ATTN_DECLARE(__half, kCacheAuto)
 VATTN_ATTN_DECLARE(__half, kCacheE4M3)
@@ -22,6 +27,27 @@ bool attention_supported(int32_t elem, int32_t cache, int32_t hs) {
     return true;
     default: return false;
   }
+}
+
+bool sm90_attention_enabled() {
+  static const bool env_on = [] {
+    const char *e = std::getenv("VATTN_CUDA_SM90");
+    return !(e && e[0] == '0' && e[1] == '\0');
+  }();
+  if (!env_on) return false;
+  // Per device: 0 unknown, 1 off, 2 on (racing first queries store the same value).
+  static std::atomic<int8_t> state[kMaxDevices];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
+  int8_t st = state[dev].load(std::memory_order_relaxed);
+  if (st == 0) {
+    int major = 0, minor = 0;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+    st = ok && major == 9 && minor == 0 ? 2 : 1;
+    state[dev].store(st, std::memory_order_relaxed);
+  }
+  return st == 2;
 }
 
 int32_t attention_rows_per_tile(int32_t hs) {

@@ -48,106 +48,11 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "attention_item.cuh"
 #include "softmax.cuh"
 
 namespace vattn {
 namespace kern {
-
-// Adds a sink logit to a row's softmax denominator: *lse becomes
-// log(exp(lse) + exp(sink)) and *f (the output factor) is multiplied by
-// exp(old lse - new lse).  -inf sink: no-op; +inf sink takes all the mass
-// (output 0, LSE +inf), as the CPU backend does.
-__device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
-  if (sink == -INFINITY) return;
-  if (sink == INFINITY) {
-    *f = 0.f;
-    *lse = INFINITY;
-    return;
-  }
-  const float l0 = *lse;
-  const float mm = fmaxf(l0, sink);
-  const float l1 = mm + logf(expf(l0 - mm) + expf(sink - mm));
-  *f *= l0 == -INFINITY ? 0.f : expf(l0 - l1);
-  *lse = l1;
-}
-
-// Split tiles can merge themselves (AttnItem::merge): every split item writes its fp32
-// partial (normalised output + LSE) to the workspace as usual, then counts
-// its arrival on the tile's counter; the CTA that arrives last merges the
-// `parts` partials of the tile's rows (weights exp(lse_j - max) / sum, sinks
-// applied as in plan_merge_kernel), writes the output rows and resets the
-// counter for the next launch.  Partials of other CTAs are read through L2
-// (__ldcg: L1 is not coherent).  `scratch` is the CTA's shared body (free
-// once the epilogue is done): weights [16][kMaxParts] + row stats.
-template <class T, int HS>
-__device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
-                                              const AttnReq &rq, int kvh, float *scratch) {
-  __shared__ int s_last;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int parts = it.merge & 0xffff, idx = it.merge >> 16;
-  const int rows = it.num_rows, G = p.group, nkv = p.num_kv_heads;
-  const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
-  int *ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
-  __threadfence();  // this CTA's partial is visible before its arrival counts
-  __syncthreads();
-  if (tid == 0) s_last = atomicAdd(ctr, 1) == parts - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();  // order the reads of the other partials after the count
-  float *w = scratch;                              // [16][kMaxSelfMergeParts]
-  float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
-  float *row_f = row_lse + 16;                        // [16] output factor
-  // One warp per row: max and sum of exp over the parts.
-  for (int r = warp; r < rows; r += 4) {
-    float l0 = -INFINITY, l1 = -INFINITY;
-    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
-    if (lane < parts) l0 = __ldcg(p.ws_lse + w0 + lane * step);
-    if (lane + 32 < parts) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
-    float mx = fmaxf(l0, l1);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    const float e0 = mx == -INFINITY || l0 == -INFINITY ? 0.f : expf(l0 - mx);
-    const float e1 = mx == -INFINITY || l1 == -INFINITY ? 0.f : expf(l1 - mx);
-    float sum = e0 + e1;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    if (lane < parts) w[r * kMaxSelfMergeParts + lane] = e0 * inv;
-    if (lane + 32 < parts) w[r * kMaxSelfMergeParts + lane + 32] = e1 * inv;
-    if (lane == 0) {
-      float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
-      float fin = 1.f;
-      const int h = kvh * G + (it.q_row0 + r) % G;
-      if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
-      row_lse[r] = lse;
-      row_f[r] = mx == -INFINITY ? 0.f : fin;
-    }
-  }
-  __syncthreads();
-  constexpr int D4 = HS / 4;
-  for (int e = tid; e < rows * D4; e += blockDim.x) {
-    const int r = e / D4, d = 4 * (e - r * D4);
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
-    for (int j = 0; j < parts; ++j) {
-      const float wt = w[r * kMaxSelfMergeParts + j];
-      const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + (w0 + j * step) * HS + d));
-      acc.x += wt * v.x;
-      acc.y += wt * v.y;
-      acc.z += wt * v.z;
-      acc.w += wt * v.w;
-    }
-    const float f = row_f[r];
-    const int lr = it.q_row0 + r;
-    const int h = kvh * G + lr % G;
-    const int64_t tok = rq.q_start + lr / G;
-    T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head + d;
-    *reinterpret_cast<uint2 *>(out) =
-        make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
-    if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = row_lse[r];
-  }
-  if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
-}
 
 template <int HS>
 struct AttnShape {
@@ -197,7 +102,6 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
   const int kvh = blockIdx.y;
   const int G = p.group;
   const int n_items = *p.num_items;
-  const T *qbase = static_cast<const T *>(p.q);
   const KVT *kbase = static_cast<const KVT *>(p.k);
   const KVT *vbase = static_cast<const KVT *>(p.v);
   const int bs = p.block_size;
@@ -209,43 +113,17 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     const AttnItem it = p.items[item_idx];
     const AttnReq rq = p.reqs[it.req];
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
-    // Dense K/V (encoder types): keys are the request's own rows, kv_len =
-    // q_len, positions start at 0.  Paged: bottom-right aligned positions.
-    const int qpos0 = p.paged ? rq.q_pos0 : 0;
-    const int kv_len = p.paged ? rq.kv_len : rq.q_len;
+    const ItemKeys ik = item_keys(p, it, rq, sc.causal, BN);
+    const int qpos0 = ik.qpos0, kstart = ik.kstart, kend = ik.kend, ntiles = ik.ntiles;
+    sc.kend = kend;
     const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
 
-    // ---- key range of the item, clipped by causality / windows of its rows
-    const int qmin = qpos0 + it.q_row0 / G;
-    const int qmax = qpos0 + (it.q_row0 + it.num_rows - 1) / G;
-    int kend = it.kv_end < kv_len ? it.kv_end : kv_len;
-    if (sc.causal && kend > qmax + 1) kend = qmax + 1;
-    if (p.window_right >= 0 && kend > qmax + p.window_right + 1) kend = qmax + p.window_right + 1;
-    int kstart = it.kv_begin;
-    if (p.window_left >= 0 && qmin - p.window_left > kstart)
-      kstart += ((qmin - p.window_left - kstart) / BN) * BN;  // skip whole tiles out of the window
-    sc.kend = kend;
-    const int ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
-
-    // Offsets of keys [idx, ...) of tile t, stride 128 threads; keys past
-    // the range get a valid key's offsets (kstart < kend when a tile exists)
-    // and are zero-filled by the loader.
+    // Offsets of key idx of tile t into its sOff slot; keys past the range
+    // get a valid key's offsets (kstart < kend when a tile exists) and are
+    // zero-filled by the loader.
     auto fill_offsets = [&](int t, int idx) {
       const int j0 = kstart + t * BN + idx;
-      const int j = j0 < kend ? j0 : kstart;
-      longlong2 o;
-      if (p.paged) {
-        const int bi = bs_shift >= 0 ? j >> bs_shift : j / bs;
-        const int64_t blk = bt_row[bi];
-        const int64_t off = j - bi * bs;
-        o.x = blk * p.k_stride_block + off * p.k_stride_tok;
-        o.y = blk * p.v_stride_block + off * p.v_stride_tok;
-      } else {
-        const int64_t tk = rq.kv_start + j;
-        o.x = tk * p.k_stride_tok;
-        o.y = tk * p.v_stride_tok;
-      }
-      sOff[(t % S::kStages) * BN + idx] = o;
+      sOff[(t % S::kStages) * BN + idx] = key_offsets(p, rq, bt_row, bs_shift, j0 < kend ? j0 : kstart);
     };
     const KVT *kh = kbase + static_cast<int64_t>(kvh) * p.k_stride_head;
     const KVT *vh = vbase + static_cast<int64_t>(kvh) * p.v_stride_head;
@@ -318,14 +196,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     for (int c = tid; c < BM * (HS / 8); c += S::kThreads) {
       const int row = c / (HS / 8), ch = c - row * (HS / 8);
       const bool ok = row < it.num_rows;
-      const T *src = qbase;
-      if (ok) {
-        const int lr = it.q_row0 + row;
-        const int64_t tok = rq.q_start + lr / G;
-        const int h = kvh * G + lr % G;
-        src = qbase + tok * p.q_stride_tok + static_cast<int64_t>(h) * p.q_stride_head + ch * 8;
-      }
-      cp_async_16(sQ + row * SROW + ch * 8, src, ok);
+      cp_async_16(sQ + row * SROW + ch * 8, ok ? q_row_chunk<T>(p, it, rq, kvh, row, ch) : p.q, ok);
     }
     // Prefetch distance D = kStages - 1: group g holds tile g (group 0 also
     // Q); groups are committed even when empty so the counting stays uniform.
@@ -344,17 +215,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     int head[MT][2];
     const int wrow0 = warp * 16 * MT;  // the warp's first row
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int row = wrow0 + mt * 16 + gq + 8 * i;
-        rc[mt].valid[i] = row < it.num_rows;
-        const int lr = it.q_row0 + (rc[mt].valid[i] ? row : 0);
-        rc[mt].qpos[i] = qpos0 + lr / G;
-        head[mt][i] = kvh * G + lr % G;
-        rc[mt].slope[i] = p.alibi ? p.alibi[head[mt][i]] : 0.f;
-      }
-    }
+    for (int mt = 0; mt < MT; ++mt) rc[mt] = row_ctx_of(p, it, kvh, qpos0, wrow0 + mt * 16, gq, head[mt]);
     // The warp's query positions (for tile skipping and the unmasked path).
     const bool warp_active = wrow0 < it.num_rows;
     const bool warp_full = wrow0 + 16 * MT <= it.num_rows;
@@ -460,40 +321,10 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     cp_async_wait_group<0>();  // drain (the Q group when the item has no tile)
 
     // ---- epilogue
+    if (warp_active) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if (!warp_active) break;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float li = l[mt][i];
-        li += __shfl_xor_sync(0xffffffffu, li, 1);
-        li += __shfl_xor_sync(0xffffffffu, li, 2);
-        if (!rc[mt].valid[i]) continue;
-        const int row = wrow0 + mt * 16 + gq + 8 * i;
-        const int lr = it.q_row0 + row;
-        const int h = head[mt][i];
-        float lse = li > 0.f ? (m[mt][i] + log2f(li)) * kLn2 : -INFINITY;
-        float f = li > 0.f ? p.v_scale / li : 0.f;
-        if (it.ws_base < 0) {
-          if (p.sinks) apply_sink(p.sinks[h], &lse, &f);
-          const int64_t tok = rq.q_start + lr / G;
-          T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
-#pragma unroll
-          for (int df = 0; df < DF; ++df) {
-            const uint32_t w = Elem<T>::pack2(o[mt][df][2 * i] * f, o[mt][df][2 * i + 1] * f);
-            *reinterpret_cast<uint32_t *>(out + df * 8 + 2 * tq) = w;
-          }
-          if (p.lse && tq == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
-        } else {
-          const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
-          float *wo = p.ws_o + wr * HS;
-#pragma unroll
-          for (int df = 0; df < DF; ++df)
-            *reinterpret_cast<float2 *>(wo + df * 8 + 2 * tq) =
-                make_float2(o[mt][df][2 * i] * f, o[mt][df][2 * i + 1] * f);
-          if (tq == 0) p.ws_lse[wr] = lse;
-        }
-      }
+      for (int mt = 0; mt < MT; ++mt)
+        store_rows<T, DF>(p, it, rq, kvh, wrow0 + mt * 16, gq, tq, o[mt], m[mt], l[mt], rc[mt], head[mt]);
     }
     if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(smem_u4));
   }

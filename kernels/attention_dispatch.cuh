@@ -5,6 +5,7 @@
 #pragma once
 
 #include "attention.cuh"
+#include "attention_sm90.cuh"
 #include "decode.cuh"
 
 namespace vattn {
@@ -12,9 +13,22 @@ namespace kern {
 
 #define VATTN_ATTN_HEAD_SIZES(X) X(64) X(80) X(96) X(112) X(128) X(256)
 
+// The Hopper variant (attention_sm90.cuh) serves 16-bit caches at head
+// sizes 64 and 128 when sm90_attention_enabled() (compute capability 9.0,
+// VATTN_CUDA_SM90 not 0); prepare and launch take the same branch.
+template <int CACHE, int HS>
+constexpr bool has_sm90_variant() {
+  return CACHE == kCacheAuto && (HS == 64 || HS == 128);
+}
+
 template <class T, int CACHE, int HS>
 cudaError_t attention_prepare_hs() {
   // Dynamic shared memory above 48 KiB needs an explicit opt-in.
+  if constexpr (has_sm90_variant<CACHE, HS>()) {
+    if (sm90_attention_enabled())
+      return cudaFuncSetAttribute(attention_sm90_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(Sm90Shape<HS>::smem_bytes()));
+  }
   return cudaFuncSetAttribute(attention_kernel<T, CACHE, HS>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(AttnShape<HS>::smem_bytes(sizeof(T))));
@@ -23,6 +37,12 @@ cudaError_t attention_prepare_hs() {
 template <class T, int CACHE, int HS>
 cudaError_t attention_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
   dim3 grid(grid_x, p.num_kv_heads);
+  if constexpr (has_sm90_variant<CACHE, HS>()) {
+    if (sm90_attention_enabled()) {
+      attention_sm90_kernel<T, HS><<<grid, Sm90Shape<HS>::kThreads, Sm90Shape<HS>::smem_bytes(), s>>>(p);
+      return cudaGetLastError();
+    }
+  }
   attention_kernel<T, CACHE, HS>
       <<<grid, AttnShape<HS>::kThreads, AttnShape<HS>::smem_bytes(sizeof(T)), s>>>(p);
   return cudaGetLastError();

@@ -130,6 +130,10 @@ struct AttnParams {
   int32_t *merge_counters;
 };
 bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
+// Whether launch_attention uses the Hopper kernel (attention_sm90.cuh) on the
+// current device: compute capability 9.0 and VATTN_CUDA_SM90 unset or not
+// "0" (read once per process).  Cached per device; safe during capture.
+bool sm90_attention_enabled();
 // Raises the dynamic shared-memory limit of the kernel (once per process;
 // not a stream operation: call it outside graph capture).
 cudaError_t attention_prepare(int32_t elem, int32_t cache, int32_t head_size);

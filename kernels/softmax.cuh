@@ -122,10 +122,13 @@ __device__ __forceinline__ void apply_masks(float (&s)[NF][4], const ScoreCtx &c
 
 // Stage 3: folds a tile of base-2 logits into the running state: s becomes
 // P = 2^(x - m) (unnormalised probabilities, ready to be packed as the A
-// operand of P V); m, l and o are updated (lazy rescaling above).
-template <int NF, int DF>
-__device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF][4], float (&m)[2],
-                                               float (&l)[2]) {
+// operand of P V) and m, l are updated.  Returns true (warp-uniform) when
+// the reference m grew (lazy rescaling above), in which case the caller
+// must multiply its O rows by alpha (rescale_rows) -- separately, so a
+// kernel whose P V product is still in flight can rescale after it lands.
+template <int NF>
+__device__ __forceinline__ bool softmax_update(float (&s)[NF][4], float (&m)[2], float (&l)[2],
+                                               float (&alpha)[2]) {
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int f = 0; f < NF; ++f) {
@@ -140,8 +143,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF]
     // m == -inf (nothing visible yet) and mx finite counts as growth.
     grow = grow || mx[i] > m[i] + kLazyRescaleLog2;
   }
-  if (__any_sync(0xffffffffu, grow)) {  // warp-uniform
-    float alpha[2];
+  const bool rescale = __any_sync(0xffffffffu, grow);  // warp-uniform
+  if (rescale) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const float mnew = fmaxf(m[i], mx[i]);
@@ -149,13 +152,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF]
       alpha[i] = mnew == -INFINITY ? 1.f : fast_exp2(m[i] - mnew);
       m[i] = mnew;
       l[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int f = 0; f < DF; ++f) {
-      o[f][0] *= alpha[0];
-      o[f][1] *= alpha[0];
-      o[f][2] *= alpha[1];
-      o[f][3] *= alpha[1];
     }
   }
   // m == -inf: every logit of the row so far is -inf too (P = 0).
@@ -172,6 +168,27 @@ __device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF]
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) l[i] += rs[i];
+  return rescale;
+}
+
+// O rows (gq, gq + 8) *= alpha.
+template <int DF>
+__device__ __forceinline__ void rescale_rows(float (&o)[DF][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int f = 0; f < DF; ++f) {
+    o[f][0] *= alpha[0];
+    o[f][1] *= alpha[0];
+    o[f][2] *= alpha[1];
+    o[f][3] *= alpha[1];
+  }
+}
+
+// softmax_update + rescale_rows, for kernels whose O is up to date.
+template <int NF, int DF>
+__device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF][4], float (&m)[2],
+                                               float (&l)[2]) {
+  float alpha[2];
+  if (softmax_update(s, m, l, alpha)) rescale_rows(o, alpha);
 }
 
 }  // namespace kern

@@ -1,0 +1,234 @@
+// attention_item.cuh -- the per-item bookkeeping shared by attention_kernel
+// (attention.cuh, mma.sync, sm_80+) and attention_sm90_kernel
+// (attention_sm90.cuh, wgmma, sm_90a): an item's key range, the per-key
+// cache offsets, this thread's row contexts and the epilogue that writes a
+// 16-row m-tile (to the output, or to the workspace for split tiles).  The
+// kernels differ only in how tiles move through shared memory and which
+// tensor-core instructions multiply them.
+#pragma once
+
+#include "common.cuh"
+#include "softmax.cuh"
+
+namespace vattn {
+namespace kern {
+
+// Adds a sink logit to a row's softmax denominator: *lse becomes
+// log(exp(lse) + exp(sink)) and *f (the output factor) is multiplied by
+// exp(old lse - new lse).  -inf sink: no-op; +inf sink takes all the mass
+// (output 0, LSE +inf), as the CPU backend does.
+__device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
+  if (sink == -INFINITY) return;
+  if (sink == INFINITY) {
+    *f = 0.f;
+    *lse = INFINITY;
+    return;
+  }
+  const float l0 = *lse;
+  const float mm = fmaxf(l0, sink);
+  const float l1 = mm + logf(expf(l0 - mm) + expf(sink - mm));
+  *f *= l0 == -INFINITY ? 0.f : expf(l0 - l1);
+  *lse = l1;
+}
+
+// Keys [kstart, kend) an item visits in tiles of BN, clipped by causality
+// and the windows of its rows.  Dense K/V (encoder types): keys are the
+// request's own rows, kv_len = q_len, positions start at 0; paged: bottom-
+// right aligned positions (qpos0 = q_pos0).
+struct ItemKeys {
+  int qpos0, kstart, kend, ntiles;
+};
+__device__ __forceinline__ ItemKeys item_keys(const AttnParams &p, const AttnItem &it,
+                                              const AttnReq &rq, bool causal, int BN) {
+  const int G = p.group;
+  ItemKeys r;
+  r.qpos0 = p.paged ? rq.q_pos0 : 0;
+  const int kv_len = p.paged ? rq.kv_len : rq.q_len;
+  const int qmin = r.qpos0 + it.q_row0 / G;
+  const int qmax = r.qpos0 + (it.q_row0 + it.num_rows - 1) / G;
+  int kend = it.kv_end < kv_len ? it.kv_end : kv_len;
+  if (causal && kend > qmax + 1) kend = qmax + 1;
+  if (p.window_right >= 0 && kend > qmax + p.window_right + 1) kend = qmax + p.window_right + 1;
+  int kstart = it.kv_begin;
+  if (p.window_left >= 0 && qmin - p.window_left > kstart)
+    kstart += ((qmin - p.window_left - kstart) / BN) * BN;  // skip whole tiles out of the window
+  r.kstart = kstart;
+  r.kend = kend;
+  r.ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
+  return r;
+}
+
+// (K, V) element offsets of key j of a request (from its head's base):
+// one block-table lookup when paged (bs_shift >= 0: power-of-two block size).
+__device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, const AttnReq &rq,
+                                                 const int32_t *bt_row, int bs_shift, int j) {
+  longlong2 o;
+  if (p.paged) {
+    const int bs = p.block_size;
+    const int bi = bs_shift >= 0 ? j >> bs_shift : j / bs;
+    const int64_t blk = bt_row[bi];
+    const int64_t off = j - bi * bs;
+    o.x = blk * p.k_stride_block + off * p.k_stride_tok;
+    o.y = blk * p.v_stride_block + off * p.v_stride_tok;
+  } else {
+    const int64_t tk = rq.kv_start + j;
+    o.x = tk * p.k_stride_tok;
+    o.y = tk * p.v_stride_tok;
+  }
+  return o;
+}
+
+// Global address of 16-byte chunk ch of Q row `row` of an item (row < num_rows).
+template <class T>
+__device__ __forceinline__ const T *q_row_chunk(const AttnParams &p, const AttnItem &it,
+                                                const AttnReq &rq, int kvh, int row, int ch) {
+  const int G = p.group;
+  const int lr = it.q_row0 + row;
+  const int64_t tok = rq.q_start + lr / G;
+  const int h = kvh * G + lr % G;
+  return static_cast<const T *>(p.q) + tok * p.q_stride_tok + static_cast<int64_t>(h) * p.q_stride_head +
+         ch * 8;
+}
+
+// Row contexts of this thread's rows row0 + gq and row0 + gq + 8 of an item
+// (heads written to head[2]).
+__device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem &it, int kvh,
+                                             int qpos0, int row0, int gq, int (&head)[2]) {
+  RowCtx rc;
+  const int G = p.group;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = row0 + gq + 8 * i;
+    rc.valid[i] = row < it.num_rows;
+    const int lr = it.q_row0 + (rc.valid[i] ? row : 0);
+    rc.qpos[i] = qpos0 + lr / G;
+    head[i] = kvh * G + lr % G;
+    rc.slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
+  }
+  return rc;
+}
+
+// Epilogue of one 16-row m-tile starting at item row row0: normalises the
+// accumulators o (mma fragment layout, DF = HS / 8) by the quad-reduced row
+// sums l, then writes the output rows and LSE (sinks applied), or, for a
+// split item (ws_base >= 0), the fp32 partial and its LSE to the workspace.
+template <class T, int DF>
+__device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &it, const AttnReq &rq,
+                                           int kvh, int row0, int gq, int tq, const float (&o)[DF][4],
+                                           const float (&m)[2], const float (&l)[2], const RowCtx &rc,
+                                           const int (&head)[2]) {
+  constexpr int HS = DF * 8;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float li = l[i];
+    li += __shfl_xor_sync(0xffffffffu, li, 1);
+    li += __shfl_xor_sync(0xffffffffu, li, 2);
+    if (!rc.valid[i]) continue;
+    const int row = row0 + gq + 8 * i;
+    const int lr = it.q_row0 + row;
+    const int h = head[i];
+    float lse = li > 0.f ? (m[i] + log2f(li)) * kLn2 : -INFINITY;
+    float f = li > 0.f ? p.v_scale / li : 0.f;
+    if (it.ws_base < 0) {
+      if (p.sinks) apply_sink(p.sinks[h], &lse, &f);
+      const int64_t tok = rq.q_start + lr / p.group;
+      T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
+#pragma unroll
+      for (int df = 0; df < DF; ++df) {
+        const uint32_t w = Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
+        *reinterpret_cast<uint32_t *>(out + df * 8 + 2 * tq) = w;
+      }
+      if (p.lse && tq == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+    } else {
+      const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
+      float *wo = p.ws_o + wr * HS;
+#pragma unroll
+      for (int df = 0; df < DF; ++df)
+        *reinterpret_cast<float2 *>(wo + df * 8 + 2 * tq) =
+            make_float2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
+      if (tq == 0) p.ws_lse[wr] = lse;
+    }
+  }
+}
+
+// Split tiles can merge themselves (AttnItem::merge): every split item writes its fp32
+// partial (normalised output + LSE) to the workspace as usual, then counts
+// its arrival on the tile's counter; the CTA that arrives last merges the
+// `parts` partials of the tile's rows (weights exp(lse_j - max) / sum, sinks
+// applied as in plan_merge_kernel), writes the output rows and resets the
+// counter for the next launch.  Partials of other CTAs are read through L2
+// (__ldcg: L1 is not coherent).  `scratch` is the CTA's shared body (free
+// once the epilogue is done): weights [16][kMaxParts] + row stats.  Any
+// number of warps per CTA.
+template <class T, int HS>
+__device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
+                                              const AttnReq &rq, int kvh, float *scratch) {
+  __shared__ int s_last;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nwarps = blockDim.x >> 5;
+  const int parts = it.merge & 0xffff, idx = it.merge >> 16;
+  const int rows = it.num_rows, G = p.group, nkv = p.num_kv_heads;
+  const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
+  int *ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
+  __threadfence();  // this CTA's partial is visible before its arrival counts
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(ctr, 1) == parts - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // order the reads of the other partials after the count
+  float *w = scratch;                              // [16][kMaxSelfMergeParts]
+  float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
+  float *row_f = row_lse + 16;                        // [16] output factor
+  // One warp per row: max and sum of exp over the parts.
+  for (int r = warp; r < rows; r += nwarps) {
+    float l0 = -INFINITY, l1 = -INFINITY;
+    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
+    if (lane < parts) l0 = __ldcg(p.ws_lse + w0 + lane * step);
+    if (lane + 32 < parts) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
+    float mx = fmaxf(l0, l1);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float e0 = mx == -INFINITY || l0 == -INFINITY ? 0.f : expf(l0 - mx);
+    const float e1 = mx == -INFINITY || l1 == -INFINITY ? 0.f : expf(l1 - mx);
+    float sum = e0 + e1;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (lane < parts) w[r * kMaxSelfMergeParts + lane] = e0 * inv;
+    if (lane + 32 < parts) w[r * kMaxSelfMergeParts + lane + 32] = e1 * inv;
+    if (lane == 0) {
+      float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+      float fin = 1.f;
+      const int h = kvh * G + (it.q_row0 + r) % G;
+      if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
+      row_lse[r] = lse;
+      row_f[r] = mx == -INFINITY ? 0.f : fin;
+    }
+  }
+  __syncthreads();
+  constexpr int D4 = HS / 4;
+  for (int e = tid; e < rows * D4; e += blockDim.x) {
+    const int r = e / D4, d = 4 * (e - r * D4);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
+    for (int j = 0; j < parts; ++j) {
+      const float wt = w[r * kMaxSelfMergeParts + j];
+      const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + (w0 + j * step) * HS + d));
+      acc.x += wt * v.x;
+      acc.y += wt * v.y;
+      acc.z += wt * v.z;
+      acc.w += wt * v.w;
+    }
+    const float f = row_f[r];
+    const int lr = it.q_row0 + r;
+    const int h = kvh * G + lr % G;
+    const int64_t tok = rq.q_start + lr / G;
+    T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head + d;
+    *reinterpret_cast<uint2 *>(out) =
+        make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
+    if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = row_lse[r];
+  }
+  if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
+}
+
+}  // namespace kern
+}  // namespace vattn
