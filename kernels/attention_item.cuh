@@ -58,16 +58,20 @@ __device__ __forceinline__ ItemKeys item_keys(const AttnParams &p, const AttnIte
   return r;
 }
 
-// (K, V) element offsets of key j of a request (from its head's base):
-// one block-table lookup when paged (bs_shift >= 0: power-of-two block size).
-__device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, const AttnReq &rq,
-                                                 const int32_t *bt_row, int bs_shift, int j) {
+// Block-table entry holding key j of a paged request (bs_shift >= 0:
+// power-of-two block size).
+__device__ __forceinline__ int key_block(const AttnParams &p, const int32_t *bt_row, int bs_shift, int j) {
+  return bt_row[bs_shift >= 0 ? j >> bs_shift : j / p.block_size];
+}
+
+// (K, V) element offsets of key j of a request (from its head's base), the
+// key's block-table entry `blk` already read when paged.
+__device__ __forceinline__ longlong2 key_offsets_in(const AttnParams &p, const AttnReq &rq, int64_t blk,
+                                                   int bs_shift, int j) {
   longlong2 o;
   if (p.paged) {
     const int bs = p.block_size;
-    const int bi = bs_shift >= 0 ? j >> bs_shift : j / bs;
-    const int64_t blk = bt_row[bi];
-    const int64_t off = j - bi * bs;
+    const int64_t off = bs_shift >= 0 ? j & (bs - 1) : j % bs;
     o.x = blk * p.k_stride_block + off * p.k_stride_tok;
     o.y = blk * p.v_stride_block + off * p.v_stride_tok;
   } else {
@@ -76,6 +80,12 @@ __device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, const Attn
     o.y = tk * p.v_stride_tok;
   }
   return o;
+}
+
+// (K, V) element offsets of key j of a request: one block-table lookup when paged.
+__device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, const AttnReq &rq,
+                                                 const int32_t *bt_row, int bs_shift, int j) {
+  return key_offsets_in(p, rq, p.paged ? key_block(p, bt_row, bs_shift, j) : 0, bs_shift, j);
 }
 
 // Global address of 16-byte chunk ch of Q row `row` of an item (row < num_rows).
