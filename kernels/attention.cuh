@@ -285,14 +285,15 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
         if (sc.causal) full = full && klast <= wqmin;
         if (p.window_left >= 0) full = full && wqmax - k0 <= p.window_left;
         if (p.window_right >= 0) full = full && klast - wqmin <= p.window_right;
+        float pre = 1.f;  // scale still to apply (folded into the exp2; uniform)
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) scores_to_logits(s[mt], sc, rc[mt], k0, tq);
+        for (int mt = 0; mt < MT; ++mt) pre = scores_to_logits(s[mt], sc, rc[mt], k0, tq);
         if (!full) {
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) apply_masks(s[mt], sc, rc[mt], k0, tq);
         }
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) online_softmax(s[mt], o[mt], m[mt], l[mt]);
+        for (int mt = 0; mt < MT; ++mt) online_softmax(s[mt], o[mt], m[mt], l[mt], pre);
         // ---- O += P V (P re-packed from the S accumulators)
 #pragma unroll
         for (int k2 = 0; k2 < BN / 16; ++k2) {

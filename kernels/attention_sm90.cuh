@@ -68,8 +68,9 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   constexpr int CH = HS / 8;  // 16-byte chunks per row
 
   extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                              ~static_cast<uintptr_t>(1023));
+  // Offset (not a round trip through an integer) so the compiler keeps the
+  // shared address space: plain LDS / STS for sOff.
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *sQ = smem;
   uint8_t *sKV = sQ + S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
   // sOff[(t % ST) * BN + r]: (K, V) element offsets of key r of tile t,
@@ -191,9 +192,9 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       if (sc.causal) full = full && klast <= wqmin;
       if (p.window_left >= 0) full = full && wqmax - k0 <= p.window_left;
       if (p.window_right >= 0) full = full && klast - wqmin <= p.window_right;
-      scores_to_logits(s, sc, rc, k0, tq);
+      const float pre = scores_to_logits(s, sc, rc, k0, tq);
       if (!full) apply_masks(s, sc, rc, k0, tq);
-      return softmax_update(s, m, l, alpha);
+      return softmax_update(s, m, l, alpha, pre);
     };
     auto pack_p = [&]() {
 #pragma unroll

@@ -239,9 +239,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         }
       }
 
-      scores_to_logits(s, sc, rc, k0, tq);
+      const float pre = scores_to_logits(s, sc, rc, k0, tq);
       apply_masks(s, sc, rc, k0, tq);
-      online_softmax(s, o, m, l);
+      online_softmax(s, o, m, l, pre);
 
       // ---- O += P V (16 keys)
       if constexpr (kFp8) {

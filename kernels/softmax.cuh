@@ -1,5 +1,6 @@
 // softmax.cuh -- the score transform, masks and online-softmax step shared by
-// attention_kernel (attention.cuh) and decode_kernel (decode.cuh).
+// attention_kernel (attention.cuh), attention_sm90_kernel (attention_sm90.cuh)
+// and decode_kernel (decode.cuh).
 //
 // Fragment layout (mma.m16n8k16 accumulators): a thread of a warp holds, for
 // one 16-row m-tile, rows gq and gq + 8 (gq = lane / 4) and, per 8-key score
@@ -10,7 +11,9 @@
 // Score pipeline (masks: see attention.cuh's header):
 //   x = scale * k_scale * (q . k); soft-cap: x = cap * tanh(x / cap);
 //   ALiBi: x -= slope * |j - qpos| (= slope * (j - qpos) for causal keys);
-//   masked keys -> -inf; logits are kept in base 2 (x * log2 e).
+//   masked keys -> -inf; logits are kept in base 2 (x * log2 e).  On the
+//   plain path (no soft-cap / ALiBi) the scores stay raw until the exp2,
+//   whose FFMA applies scale * log2 e and subtracts the row reference.
 // The running state per row is (m = a base-2 reference at most
 // kLazyRescaleLog2 below the row's maximum logit, l = this thread's partial
 // sum of 2^(x - m)); l is reduced over the quad once, at the end.
@@ -76,16 +79,21 @@ struct RowCtx {
 // code and of the masks, instead of one per combination of branches.
 
 // Stage 1: raw Q.K products of keys k0 + 8f + 2tq + (e & 1) -> base-2
-// logits (soft-cap and ALiBi applied when on; no masks).
+// logits (soft-cap and ALiBi applied when on; no masks).  Returns the factor
+// still to apply: the plain path (no soft-cap / ALiBi, positive scale)
+// leaves s raw and returns scale * log2 e, which softmax_update folds into
+// its exp2 argument (one FFMA instead of a multiply and a subtraction; the
+// row maximum of raw scores times a positive factor is the maximum logit).
 template <int NF>
-__device__ __forceinline__ void scores_to_logits(float (&s)[NF][4], const ScoreCtx &c,
-                                                 const RowCtx &r, int k0, int tq) {
+__device__ __forceinline__ float scores_to_logits(float (&s)[NF][4], const ScoreCtx &c,
+                                                  const RowCtx &r, int k0, int tq) {
   if (c.plain()) {
+    if (c.scale_log2 > 0.f) return c.scale_log2;
 #pragma unroll
     for (int f = 0; f < NF; ++f)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[f][e] *= c.scale_log2;
-    return;
+    return 1.f;
   }
 #pragma unroll
   for (int f = 0; f < NF; ++f) {
@@ -99,6 +107,7 @@ __device__ __forceinline__ void scores_to_logits(float (&s)[NF][4], const ScoreC
       s[f][e] = x * kLog2e;
     }
   }
+  return 1.f;
 }
 
 // Stage 2: logits of invisible (row, key) pairs -> -inf.
@@ -128,18 +137,27 @@ __device__ __forceinline__ void apply_masks(float (&s)[NF][4], const ScoreCtx &c
 // kernel whose P V product is still in flight can rescale after it lands.
 template <int NF>
 __device__ __forceinline__ bool softmax_update(float (&s)[NF][4], float (&m)[2], float (&l)[2],
-                                               float (&alpha)[2]) {
-  float mx[2] = {-INFINITY, -INFINITY};
+                                               float (&alpha)[2], float pre) {
+  // Row maxima as a tree over the fragments (short dependency chains: the
+  // kernels run few warps per scheduler, so latency, not issue, bounds them).
+  float mx[2];
 #pragma unroll
-  for (int f = 0; f < NF; ++f) {
+  for (int i = 0; i < 2; ++i) {
+    float t[NF];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[f][e]);
+    for (int f = 0; f < NF; ++f) t[f] = fmaxf(s[f][2 * i], s[f][2 * i + 1]);
+#pragma unroll
+    for (int w = 1; w < NF; w *= 2)
+#pragma unroll
+      for (int f = 0; f + w < NF; f += 2 * w) t[f] = fmaxf(t[f], t[f + w]);
+    mx[i] = t[0];
   }
   bool grow = false;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    mx[i] *= pre;  // pre > 0: the maximum logit (-inf stays -inf)
     // m == -inf (nothing visible yet) and mx finite counts as growth.
     grow = grow || mx[i] > m[i] + kLazyRescaleLog2;
   }
@@ -155,19 +173,23 @@ __device__ __forceinline__ bool softmax_update(float (&s)[NF][4], float (&m)[2],
     }
   }
   // m == -inf: every logit of the row so far is -inf too (P = 0).
-  const float mref[2] = {m[0] == -INFINITY ? 0.f : m[0], m[1] == -INFINITY ? 0.f : m[1]};
-  float rs[2] = {0.f, 0.f};
+  const float nm[2] = {m[0] == -INFINITY ? 0.f : -m[0], m[1] == -INFINITY ? 0.f : -m[1]};
 #pragma unroll
-  for (int f = 0; f < NF; ++f) {
+  for (int f = 0; f < NF; ++f)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float pe = fast_exp2(s[f][e] - mref[e >> 1]);
-      s[f][e] = pe;
-      rs[e >> 1] += pe;
-    }
+    for (int e = 0; e < 4; ++e) s[f][e] = fast_exp2(fmaf(s[f][e], pre, nm[e >> 1]));
+  // Row sums as a tree too.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float t[NF];
+#pragma unroll
+    for (int f = 0; f < NF; ++f) t[f] = s[f][2 * i] + s[f][2 * i + 1];
+#pragma unroll
+    for (int w = 1; w < NF; w *= 2)
+#pragma unroll
+      for (int f = 0; f + w < NF; f += 2 * w) t[f] += t[f + w];
+    l[i] += t[0];
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) l[i] += rs[i];
   return rescale;
 }
 
@@ -186,9 +208,9 @@ __device__ __forceinline__ void rescale_rows(float (&o)[DF][4], const float (&al
 // softmax_update + rescale_rows, for kernels whose O is up to date.
 template <int NF, int DF>
 __device__ __forceinline__ void online_softmax(float (&s)[NF][4], float (&o)[DF][4], float (&m)[2],
-                                               float (&l)[2]) {
+                                               float (&l)[2], float pre) {
   float alpha[2];
-  if (softmax_update(s, m, l, alpha)) rescale_rows(o, alpha);
+  if (softmax_update(s, m, l, alpha, pre)) rescale_rows(o, alpha);
 }
 
 }  // namespace kern
