@@ -118,6 +118,19 @@ __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem
   return rc;
 }
 
+// A row's final statistics from its running maximum m (base 2) and this
+// thread's partial sum l (reduced over the quad here; every lane of the
+// warp must call): *lse (natural log) and the output factor *f (v_scale /
+// sum), with the head's sink applied when the item writes final rows.
+__device__ __forceinline__ void row_final(const AttnParams &p, const AttnItem &it, float m, float l,
+                                          int h, float *lse, float *f) {
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  *lse = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+  *f = l > 0.f ? p.v_scale / l : 0.f;
+  if (it.ws_base < 0 && p.sinks) apply_sink(p.sinks[h], lse, f);
+}
+
 // Epilogue of one 16-row m-tile starting at item row row0: normalises the
 // accumulators o (mma fragment layout, DF = HS / 8) by the quad-reduced row
 // sums l, then writes the output rows and LSE (sinks applied), or, for a
@@ -130,17 +143,13 @@ __device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &
   constexpr int HS = DF * 8;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    float li = l[i];
-    li += __shfl_xor_sync(0xffffffffu, li, 1);
-    li += __shfl_xor_sync(0xffffffffu, li, 2);
+    float lse, f;
+    row_final(p, it, m[i], l[i], head[i], &lse, &f);
     if (!rc.valid[i]) continue;
     const int row = row0 + gq + 8 * i;
     const int lr = it.q_row0 + row;
     const int h = head[i];
-    float lse = li > 0.f ? (m[i] + log2f(li)) * kLn2 : -INFINITY;
-    float f = li > 0.f ? p.v_scale / li : 0.f;
     if (it.ws_base < 0) {
-      if (p.sinks) apply_sink(p.sinks[h], &lse, &f);
       const int64_t tok = rq.q_start + lr / p.group;
       T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
 #pragma unroll

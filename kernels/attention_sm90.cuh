@@ -262,7 +262,40 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     }
     cp_async_wait_group<0>();
 
-    if (warp_active) store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);
+    if (warp_active) {
+      if (it.ws_base < 0) {
+        // Final rows: the warp's 16 normalised rows go through its slice of
+        // the Q buffer (free: every S product has landed; XOR-swizzled 16-byte
+        // chunks, no bank conflicts) and leave as 16-byte coalesced stores.
+        uint8_t *stage = sQ + wrow0 * HS * 2;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float lse, f;
+          row_final(p, it, m[i], l[i], head[i], &lse, &f);
+          const int r = gq + 8 * i;
+#pragma unroll
+          for (int df = 0; df < DF; ++df)
+            *reinterpret_cast<uint32_t *>(stage + r * HS * 2 + ((df ^ (r & 7)) << 4) + 4 * tq) =
+                Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
+          if (p.lse && tq == 0 && rc.valid[i]) {
+            const int64_t tok = rq.q_start + (it.q_row0 + wrow0 + r) / G;
+            p.lse[head[i] * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+          }
+        }
+        __syncwarp();
+        for (int e = lane; e < 16 * CH; e += 32) {
+          const int r = e / CH, c = e % CH, row = wrow0 + r;
+          if (row >= it.num_rows) continue;
+          const int lr = it.q_row0 + row;
+          const int64_t tok = rq.q_start + lr / G;
+          const int h = kvh * G + lr % G;
+          T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
+          *reinterpret_cast<uint4 *>(out + c * 8) = *reinterpret_cast<const uint4 *>(stage + r * HS * 2 + ((c ^ (r & 7)) << 4));
+        }
+      } else {
+        store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);
+      }
+    }
     if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(smem));
   }
 #endif  // VATTN_SM90A
