@@ -58,6 +58,25 @@ __device__ __forceinline__ ItemKeys item_keys(const AttnParams &p, const AttnIte
   return r;
 }
 
+// An item with its request, key range and block-table row; sets the
+// item's fields of the score context (causal, kend).
+struct ItemCtx {
+  AttnItem it;
+  AttnReq rq;
+  ItemKeys ik;
+  const int32_t *bt_row;
+};
+__device__ __forceinline__ ItemCtx item_begin(const AttnParams &p, int item_idx, int BN, ScoreCtx *sc) {
+  ItemCtx c;
+  c.it = p.items[item_idx];
+  c.rq = p.reqs[c.it.req];
+  sc->causal = c.rq.causal != 0 && p.allow_causal != 0;
+  c.ik = item_keys(p, c.it, c.rq, sc->causal, BN);
+  sc->kend = c.ik.kend;
+  c.bt_row = p.block_table + static_cast<int64_t>(c.rq.bt_row) * p.bt_stride;
+  return c;
+}
+
 // Block-table entry holding key j of a paged request (bs_shift >= 0:
 // power-of-two block size).
 __device__ __forceinline__ int key_block(const AttnParams &p, const int32_t *bt_row, int bs_shift, int j) {

@@ -106,13 +106,11 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   auto stage16 = [](int t) { return static_cast<uint32_t>((t % ST) * 2 * S::kTileBytes) >> 4; };
 
   for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
-    const AttnItem it = p.items[item_idx];
-    const AttnReq rq = p.reqs[it.req];
-    sc.causal = rq.causal != 0 && p.allow_causal != 0;
-    const ItemKeys ik = item_keys(p, it, rq, sc.causal, BN);
-    const int qpos0 = ik.qpos0, kstart = ik.kstart, kend = ik.kend, ntiles = ik.ntiles;
-    sc.kend = kend;
-    const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
+    const ItemCtx ic = item_begin(p, item_idx, BN, &sc);
+    const AttnItem &it = ic.it;
+    const AttnReq &rq = ic.rq;
+    const int32_t *bt_row = ic.bt_row;
+    const int qpos0 = ic.ik.qpos0, kstart = ic.ik.kstart, kend = ic.ik.kend, ntiles = ic.ik.ntiles;
     // Key of row idx of tile t, clamped to kstart (a valid key) past kend.
     auto key_of = [&](int t, int idx) {
       const int j = kstart + t * BN + idx;
