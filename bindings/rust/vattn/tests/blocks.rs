@@ -17,6 +17,23 @@ fn block(cache: &[f32], kv: usize, b: usize) -> &[f32] {
     &cache[start..start + BLOCK]
 }
 
+/// A copy of layer `l`'s elements.
+fn layer_data(cache: &KvCache, l: usize) -> Vec<f32> {
+    cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec()
+}
+
+/// Fills layers 0 and 1 with random data (seeds `seed` and `seed + 1`) and
+/// returns their contents.
+fn fill_two_layers(cache: &mut KvCache, seed: u64) -> Vec<Vec<f32>> {
+    for l in 0..2 {
+        let mut v = cache.layer_mut(l).unwrap();
+        let s = v.as_mut_slice::<f32>().unwrap();
+        let fill = data(s.len(), seed + l as u64);
+        s.copy_from_slice(&fill);
+    }
+    (0..2).map(|l| layer_data(cache, l)).collect()
+}
+
 #[test]
 fn swap_blocks_between_host_caches() {
     let src = data(2 * NB as usize * BLOCK, 11);
@@ -79,13 +96,7 @@ fn copy_blocks_over_a_kv_cache() {
         &KvCacheOptions { num_blocks: NB, layout: Some(Layout::HND), ..Default::default() },
     )
     .unwrap();
-    for l in 0..2 {
-        let mut v = cache.layer_mut(l).unwrap();
-        let s = v.as_mut_slice::<f32>().unwrap();
-        let fill = data(s.len(), 100 + l as u64);
-        s.copy_from_slice(&fill);
-    }
-    let before: Vec<Vec<f32>> = (0..2).map(|l| cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec()).collect();
+    let before = fill_two_layers(&mut cache, 100);
     let strides = cache.layer(0).unwrap().strides().unwrap().to_vec();
     cache.copy_blocks(&[[1, 3], [2, 0]]).unwrap();
     // Element (kv, block, offset, head, d) through the layer's strides.
@@ -93,7 +104,7 @@ fn copy_blocks_over_a_kv_cache() {
         m[(kv * strides[0] + b * strides[1] + o * strides[2] + h * strides[3] + d * strides[4]) as usize]
     };
     for l in 0..2 {
-        let now = cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec();
+        let now = layer_data(&cache, l);
         let old = &before[l];
         for kv in 0..2 {
             for o in 0..BS {
@@ -242,17 +253,11 @@ fn copy_and_swap_blocks_on_the_null_stream() {
     };
     let opts = KvCacheOptions { num_blocks: NB, layout: Some(Layout::NHD), ..Default::default() };
     let mut cache = KvCache::new(&[spec, spec], None, &opts).unwrap();
-    for l in 0..2 {
-        let mut v = cache.layer_mut(l).unwrap();
-        let s = v.as_mut_slice::<f32>().unwrap();
-        let fill = data(s.len(), 200 + l as u64);
-        s.copy_from_slice(&fill);
-    }
-    let before: Vec<Vec<f32>> = (0..2).map(|l| cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec()).collect();
+    let before = fill_two_layers(&mut cache, 200);
     // SAFETY: the NULL stream is always valid.
     unsafe { cache.copy_blocks_on_stream(&[[0, 2]], std::ptr::null_mut()).unwrap() };
     for l in 0..2 {
-        let now = cache.layer(l).unwrap().as_slice::<f32>().unwrap().to_vec();
+        let now = layer_data(&cache, l);
         for kv in 0..2 {
             assert_eq!(block(&now, kv, 2), block(&before[l], kv, 0));
             assert_eq!(block(&now, kv, 1), block(&before[l], kv, 1));
