@@ -85,6 +85,11 @@ __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, bool v
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
                "r"(n));
 }
+// The same with a shared-space address and the byte count (16, or 0 to
+// zero-fill) already chosen.
+__device__ __forceinline__ void cp_async_16_s(uint32_t smem, const void *gmem, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
 template <int N>

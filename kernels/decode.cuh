@@ -87,7 +87,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   using KVT = typename std::conditional<kFp8, uint8_t, T>::type;
   using MT = typename std::conditional<kFp8, __half, T>::type;  // mma operand type
   constexpr int CH = kFp8 ? HS / 16 : HS / 8;  // 16-byte chunks per key row
-  constexpr int EPC = 16 / sizeof(KVT);        // elements per chunk
+  static_assert(32 % CH == 0, "a warp copies whole key rows");
+  constexpr int RPI = 32 / CH;                 // key rows per warp-wide copy
+  constexpr int NI = KT / RPI;                 // copies per lane per K (and V) tile
 
   extern __shared__ uint4 smem_u4[];
   char *smem = reinterpret_cast<char *>(smem_u4);
@@ -100,7 +102,6 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   const int G = p.group;
   const int first = *p.first_item;
   const int n_items = *p.num_items;
-  const T *qbase = static_cast<const T *>(p.q);
   const KVT *kbase = static_cast<const KVT *>(p.k);
   const KVT *vbase = static_cast<const KVT *>(p.v);
   ScoreCtx sc = score_ctx_of(p);  // per-item fields (causal, kend) set below
@@ -111,61 +112,62 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     const AttnItem it = p.items[item_idx];
     const AttnReq rq = p.reqs[it.req];
     const bool causal = rq.causal != 0 && p.allow_causal != 0;
-    const int qpos0 = rq.q_pos0;
 
     __syncthreads();  // the previous item is done with shared memory
-    RowCtx rc;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = gq + 8 * i;
-      rc.valid[i] = row < it.num_rows;
-      const int lr = it.q_row0 + (rc.valid[i] ? row : 0);
-      rc.qpos[i] = qpos0 + lr / G;
-      rc.slope[i] = p.alibi ? p.alibi[kvh * G + lr % G] : 0.f;
-    }
-    const int qmin = qpos0 + it.q_row0 / G;
-    const int qmax = qpos0 + (it.q_row0 + it.num_rows - 1) / G;
-    int kend = it.kv_end < rq.kv_len ? it.kv_end : rq.kv_len;
-    if (causal && kend > qmax + 1) kend = qmax + 1;
-    if (p.window_right >= 0 && kend > qmax + p.window_right + 1) kend = qmax + p.window_right + 1;
-    int kstart = it.kv_begin;
-    if (p.window_left >= 0 && qmin - p.window_left > kstart)
-      kstart += ((qmin - p.window_left - kstart) / KT) * KT;
+    int head[2];
+    const RowCtx rc = row_ctx_of(p, it, kvh, rq.q_pos0, 0, gq, head);
+    const ItemKeys ik = item_keys(p, it, rq, causal, KT);
+    const int kstart = ik.kstart, kend = ik.kend;
     sc.causal = causal;
     sc.kend = kend;
-    const int ntiles = kend > kstart ? (kend - kstart + KT - 1) / KT : 0;
-    const int nw = ntiles > warp ? (ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
+    const int nw = ik.ntiles > warp ? (ik.ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
     const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
+    // Keys [vis_lo, vis_hi) are visible to every row of the item: tiles
+    // inside skip the masks (rows past num_rows hold Q = 0, finite scores,
+    // and are never written).
+    const int qmin = rq.q_pos0 + it.q_row0 / G, qmax = rq.q_pos0 + (it.q_row0 + it.num_rows - 1) / G;
+    int vis_hi = kend;
+    if (causal && vis_hi > qmin + 1) vis_hi = qmin + 1;
+    if (p.window_right >= 0 && vis_hi > qmin + p.window_right + 1) vis_hi = qmin + p.window_right + 1;
+    const int vis_lo = p.window_left >= 0 ? qmax - p.window_left : kstart;
 
     float o[DF][4];
 #pragma unroll
     for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    // Block ids of this warp's tiles [blk_base, blk_base + 32), one per lane.
+    // Block ids of this warp's tiles [tile0, tile0 + 32), one per lane.
     int blk_reg = 0;
     auto fetch_ids = [&](int tile0) {
       const int t = tile0 + lane;
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
       blk_reg = t < nw ? bt_row[k0 / p.block_size] : 0;
     };
+    // Copy geometry: a lane copies 16-byte chunk lch of the tile's key rows
+    // r0, r0 + RPI, ... (K and V), from byte offsets fixed per item; per
+    // tile only the block base and the row count change.
+    const int lch = lane % CH, r0 = lane / CH;
+    const int64_t k_lane = (static_cast<int64_t>(kvh) * p.k_stride_head + r0 * p.k_stride_tok) * sizeof(KVT) + lch * 16;
+    const int64_t v_lane = (static_cast<int64_t>(kvh) * p.v_stride_head + r0 * p.v_stride_tok) * sizeof(KVT) + lch * 16;
+    const int64_t k_step = RPI * p.k_stride_tok * static_cast<int64_t>(sizeof(KVT));
+    const int64_t v_step = RPI * p.v_stride_tok * static_cast<int64_t>(sizeof(KVT));
+    const uint32_t s_lane = smem_u32(wbase) + r0 * S::RAW_ROW + lch * 16;
     auto issue = [&](int t) {  // warp-uniform; t < nw
       if ((t & 31) == 0) fetch_ids(t);
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
       const int64_t blk = __shfl_sync(0xffffffffu, blk_reg, t & 31);
-      const int off0 = k0 % p.block_size;
-      char *st = wbase + (t % NST) * S::STAGE;
-      const KVT *kb = kbase + blk * p.k_stride_block + static_cast<int64_t>(kvh) * p.k_stride_head;
-      const KVT *vb = vbase + blk * p.v_stride_block + static_cast<int64_t>(kvh) * p.v_stride_head;
+      const int64_t off0 = k0 % p.block_size;
+      const char *kp = reinterpret_cast<const char *>(kbase) +
+                       (blk * p.k_stride_block + off0 * p.k_stride_tok) * sizeof(KVT) + k_lane;
+      const char *vp = reinterpret_cast<const char *>(vbase) +
+                       (blk * p.v_stride_block + off0 * p.v_stride_tok) * sizeof(KVT) + v_lane;
+      const uint32_t sd = s_lane + (t % NST) * S::STAGE;
+      const int nvalid = kend - k0 - r0;  // row r0 + RPI i holds a key iff RPI i < nvalid
 #pragma unroll
-      for (int c = lane; c < KT * CH; c += 32) {
-        const int kr = c / CH, ch = c - kr * CH;
-        const bool ok = k0 + kr < kend;
-        const int64_t to = static_cast<int64_t>(off0 + kr);
-        cp_async_16(st + kr * S::RAW_ROW + ch * 16, ok ? kb + to * p.k_stride_tok + ch * EPC : kbase,
-                    ok);
-        cp_async_16(st + (KT + kr) * S::RAW_ROW + ch * 16,
-                    ok ? vb + to * p.v_stride_tok + ch * EPC : vbase, ok);
+      for (int i = 0; i < NI; ++i) {
+        const int n = RPI * i < nvalid ? 16 : 0;  // 0: zero-fill (V rows must stay finite)
+        cp_async_16_s(sd + i * RPI * S::RAW_ROW, kp + i * k_step, n);
+        cp_async_16_s(sd + (KT + i * RPI) * S::RAW_ROW, vp + i * v_step, n);
       }
     };
 #pragma unroll
@@ -179,11 +181,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       const int row = c / (HS / 8), ch = c - row * (HS / 8);
       uint4 val = make_uint4(0, 0, 0, 0);
       if (row < it.num_rows) {
-        const int lr = it.q_row0 + row;
-        const int64_t tok = rq.q_start + lr / G;
-        const int h = kvh * G + lr % G;
-        val = *reinterpret_cast<const uint4 *>(qbase + tok * p.q_stride_tok +
-                                                static_cast<int64_t>(h) * p.q_stride_head + ch * 8);
+        val = *reinterpret_cast<const uint4 *>(q_row_chunk<T>(p, it, rq, kvh, row, ch));
         if constexpr (kFp8 && !std::is_same<T, __half>::value) {  // bf16 -> fp16
           uint32_t *u = reinterpret_cast<uint32_t *>(&val);
 #pragma unroll
@@ -240,7 +238,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       }
 
       const float pre = scores_to_logits(s, sc, rc, k0, tq);
-      apply_masks(s, sc, rc, k0, tq);
+      if (k0 < vis_lo || k0 + KT > vis_hi) apply_masks(s, sc, rc, k0, tq);
       online_softmax(s, o, m, l, pre);
 
       // ---- O += P V (16 keys)
