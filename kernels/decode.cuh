@@ -136,12 +136,16 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    // Block ids of this warp's tiles [tile0, tile0 + 32), one per lane.
-    int blk_reg = 0;
+    // Block ids of this warp's tiles [tile0, tile0 + 32), one per lane
+    // (and each tile's first row in its block), so the division by
+    // block_size runs once per 32 tiles.
+    int blk_reg = 0, off_reg = 0;
     auto fetch_ids = [&](int tile0) {
       const int t = tile0 + lane;
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
-      blk_reg = t < nw ? bt_row[k0 / p.block_size] : 0;
+      const int b = k0 / p.block_size;
+      blk_reg = t < nw ? bt_row[b] : 0;
+      off_reg = k0 - b * p.block_size;
     };
     // Copy geometry: a lane copies 16-byte chunk lch of the tile's key rows
     // r0, r0 + RPI, ... (K and V), from byte offsets fixed per item; per
@@ -152,16 +156,18 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     const int64_t k_step = RPI * p.k_stride_tok * static_cast<int64_t>(sizeof(KVT));
     const int64_t v_step = RPI * p.v_stride_tok * static_cast<int64_t>(sizeof(KVT));
     const uint32_t s_lane = smem_u32(wbase) + r0 * S::RAW_ROW + lch * 16;
+    int st_next = 0;  // stage of the next tile issued (tile t sits in stage t % NST)
     auto issue = [&](int t) {  // warp-uniform; t < nw
       if ((t & 31) == 0) fetch_ids(t);
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
       const int64_t blk = __shfl_sync(0xffffffffu, blk_reg, t & 31);
-      const int64_t off0 = k0 % p.block_size;
+      const int64_t off0 = __shfl_sync(0xffffffffu, off_reg, t & 31);
       const char *kp = reinterpret_cast<const char *>(kbase) +
                        (blk * p.k_stride_block + off0 * p.k_stride_tok) * sizeof(KVT) + k_lane;
       const char *vp = reinterpret_cast<const char *>(vbase) +
                        (blk * p.v_stride_block + off0 * p.v_stride_tok) * sizeof(KVT) + v_lane;
-      const uint32_t sd = s_lane + (t % NST) * S::STAGE;
+      const uint32_t sd = s_lane + st_next * S::STAGE;
+      st_next = st_next + 1 == NST ? 0 : st_next + 1;
       const int nvalid = kend - k0 - r0;  // row r0 + RPI i holds a key iff RPI i < nvalid
 #pragma unroll
       for (int i = 0; i < NI; ++i) {
@@ -195,12 +201,39 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     }
 
     __syncthreads();  // Q visible
+    // The A fragments of Q for S = Q K^T, chunk kk of 16 dims.  fp8: lane
+    // (gq, tq) holds dims 16kk + 4tq .. +3 of rows gq and gq + 8 (the S
+    // product's dim permutation, below).
+    auto q_frag = [&](int kk, uint32_t (&a)[4]) {
+      if constexpr (kFp8) {
+        const MT *q0 = sQ + gq * SROW + 4 * tq + kk * 16;
+        const uint2 qa = *reinterpret_cast<const uint2 *>(q0);
+        const uint2 qb = *reinterpret_cast<const uint2 *>(q0 + 8 * SROW);
+        a[0] = qa.x;
+        a[1] = qb.x;
+        a[2] = qa.y;
+        a[3] = qb.y;
+      } else {
+        ldmatrix_x4(a, sQ + (lane & 15) * SROW + kk * 16 + (lane >> 4) * 8);
+      }
+    };
+    // Held in registers up to head size 128 (loaded once per item), else
+    // read from shared memory per tile.  fp8 reads them too: in registers
+    // they cost it a resident CTA per SM and measured no faster.
+    constexpr bool kQReg = HS <= 128 && !kFp8;
+    uint32_t qf[kQReg ? HS / 16 : 1][4];
+    if constexpr (kQReg) {
+#pragma unroll
+      for (int kk = 0; kk < HS / 16; ++kk) q_frag(kk, qf[kk]);
+    }
+    int st_use = 0;  // stage of tile t
     for (int t = 0; t < nw; ++t) {
       if (t + NST - 1 < nw) issue(t + NST - 1);
       cp_async_commit();
       cp_async_wait_group<NST - 1>();
       __syncwarp();
-      const char *st = wbase + (t % NST) * S::STAGE;
+      const char *st = wbase + st_use * S::STAGE;
+      st_use = st_use + 1 == NST ? 0 : st_use + 1;
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
 
       // ---- S = Q K^T (16 rows x 16 keys)
@@ -211,12 +244,15 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         // Lane (gq, tq) holds dims 16kk + 4tq .. +3 of keys gq and gq + 8
         // and the same dims of query rows gq and gq + 8.
         const uint8_t *kr0 = reinterpret_cast<const uint8_t *>(st) + gq * S::RAW_ROW + 4 * tq;
-        const MT *q0 = sQ + gq * SROW + 4 * tq;
 #pragma unroll
         for (int kk = 0; kk < HS / 16; ++kk) {
-          const uint2 qa = *reinterpret_cast<const uint2 *>(q0 + kk * 16);
-          const uint2 qb = *reinterpret_cast<const uint2 *>(q0 + 8 * SROW + kk * 16);
-          const uint32_t a[4] = {qa.x, qb.x, qa.y, qb.y};
+          uint32_t a[4];
+          if constexpr (kQReg) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
+          } else {
+            q_frag(kk, a);
+          }
           const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + kk * 16);
           const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + kk * 16);
           uint32_t b0, b1, b2, b3;
@@ -230,7 +266,12 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
         for (int kk = 0; kk < HS / 16; ++kk) {
           uint32_t a[4], b[4];
-          ldmatrix_x4(a, sQ + (lane & 15) * SROW + kk * 16 + (lane >> 4) * 8);
+          if constexpr (kQReg) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
+          } else {
+            q_frag(kk, a);
+          }
           ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 + 8 * ((lane >> 3) & 1));
           mma_16816<T>(s[0], a, b[0], b[1]);
           mma_16816<T>(s[1], a, b[2], b[3]);
