@@ -87,8 +87,16 @@ __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, bool v
 }
 // The same with a shared-space address and the byte count (16, or 0 to
 // zero-fill) already chosen.
+// PF = 128: the copy also asks L2 to fetch the whole aligned 128-byte line
+// (for rows of >= 128 contiguous bytes that are read entirely: fewer,
+// larger DRAM requests).
+template <int PF = 0>
 __device__ __forceinline__ void cp_async_16_s(uint32_t smem, const void *gmem, int n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
+  static_assert(PF == 0 || PF == 128, "L2 prefetch size");
+  if constexpr (PF == 128)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
