@@ -57,7 +57,11 @@ struct DecShape {
   static constexpr int STAGE = 2 * KT * RAW_ROW;              // K rows then V rows
   static constexpr int WARP_BYTES = NST * STAGE;
   static constexpr int Q_BYTES = 16 * SROW * 2;
-  static constexpr int RED_BYTES = kWarps * 16 * (HS + 2) * 4;
+  // Epilogue exchange: the warps' O rows at a stride of HS + 8 floats (the
+  // fragment stores of a warp's 8 row groups then hit distinct banks; at
+  // HS they were 8-way conflicts), then m and l.
+  static constexpr int RED_ROW = HS + 8;
+  static constexpr int RED_BYTES = kWarps * 16 * (RED_ROW + 2) * 4;
   static constexpr int BODY = kWarps * WARP_BYTES > RED_BYTES ? kWarps * WARP_BYTES : RED_BYTES;
   static constexpr size_t smem_bytes() { return static_cast<size_t>(Q_BYTES + BODY); }
 };
@@ -338,8 +342,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
     __syncthreads();  // every warp is done with its stages
-    float *red_o = reinterpret_cast<float *>(body);             // [4][16][HS]
-    float *red_m = red_o + S::kWarps * 16 * HS;                 // [4][16]
+    float *red_o = reinterpret_cast<float *>(body);             // [4][16][RED_ROW]
+    float *red_m = red_o + S::kWarps * 16 * S::RED_ROW;         // [4][16]
     float *red_l = red_m + S::kWarps * 16;                      // [4][16]
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         red_m[warp * 16 + row] = m[i];
         red_l[warp * 16 + row] = l[i];
       }
-      float *dst = red_o + (warp * 16 + row) * HS;
+      float *dst = red_o + (warp * 16 + row) * S::RED_ROW;
       if constexpr (kFp8) {  // undo the P V dim permutation
 #pragma unroll
         for (int c = 0; c < HS / 32; ++c) {
@@ -378,7 +382,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         const float mw = red_m[w * 16 + row];
         const float wt = mw == -INFINITY ? 0.f : exp2f(mw - M);
         L += red_l[w * 16 + row] * wt;
-        const float4 v = *reinterpret_cast<const float4 *>(red_o + (w * 16 + row) * HS + d);
+        const float4 v = *reinterpret_cast<const float4 *>(red_o + (w * 16 + row) * S::RED_ROW + d);
         acc.x += wt * v.x;
         acc.y += wt * v.y;
         acc.z += wt * v.z;
