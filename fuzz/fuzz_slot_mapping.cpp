@@ -56,7 +56,10 @@ void v1(fz::In &in) {
   if (st == VATTN_OK) {
     for (int64_t i = 0; i < out_len; ++i) {
       int64_t s = out[i];
-      FZ_REQUIRE(s == VATTN_PAD_SLOT_ID || (s >= 0 && (a.num_cache_blocks == 0 || s < a.num_cache_blocks * a.block_size)) ||
+      // s < num_cache_blocks * block_size, without the product (hostile
+      // sizes overflow it).
+      FZ_REQUIRE(s == VATTN_PAD_SLOT_ID ||
+                 (s >= 0 && (a.num_cache_blocks == 0 || (a.block_size > 0 && s / a.block_size < a.num_cache_blocks))) ||
                  a.cp_world_size > 1);
     }
   } else {

@@ -182,7 +182,10 @@ vattn_status_t check_slot_mapping(Metadata &m, const char *what) {
     }
   }
   int64_t num_slots = 0;  // 0 = unknown
-  if (m.block_size > 0 && m.num_cache_blocks > 0) num_slots = m.num_cache_blocks * m.block_size;
+  // num_cache_blocks (<= 2^40) * block_size (< 2^31) can pass INT64_MAX:
+  // saturate (no slot can reach the bound then).
+  if (m.block_size > 0 && m.num_cache_blocks > 0)
+    num_slots = m.num_cache_blocks > INT64_MAX / m.block_size ? INT64_MAX : m.num_cache_blocks * m.block_size;
   const MinMax64 all = minmax_i64(sm, len);
   if (len > 0 && (all.min < VATTN_PAD_SLOT_ID || (num_slots != 0 && all.max >= num_slots))) {
     for (int64_t i = 0; i < len; ++i) {

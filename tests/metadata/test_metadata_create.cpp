@@ -267,6 +267,21 @@ TEST(MetadataCreate, CrossAttentionSlotMappingAnyLength) {
   EXPECT_VATTN_ERR(vattn_metadata_create(&out, &d), VATTN_ERR_INVALID_ARGUMENT, "encoder_seq_lens");
 }
 
+// The slot bound num_cache_blocks * block_size saturates instead of
+// overflowing (UBSan runs this in CI): the largest block count with a huge
+// block size, every slot of the batch below the bound.
+TEST(MetadataCreate, HugeCacheBoundDoesNotOverflow) {
+  std::mt19937_64 g(vt::test_seed());
+  Batch b = mdt::make_batch(g, {2, 3}, {4, 9}, 4);
+  vattn_metadata_desc_t d = b.desc();
+  d.num_cache_blocks = INT64_C(1) << 40;
+  d.block_size = INT32_MAX;
+  vattn_metadata_t *out = nullptr;
+  const vattn_status_t st = vattn_metadata_create(&out, &d);
+  EXPECT_EQ(st, VATTN_OK) << vattn_last_error_message();
+  vattn_metadata_destroy(out);
+}
+
 TEST(MetadataDescribe, BadArguments) {
   std::mt19937_64 g(vt::test_seed());
   Batch b = mdt::make_batch(g, {2, 3}, {4, 9}, 4);
