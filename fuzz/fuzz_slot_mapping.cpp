@@ -58,9 +58,9 @@ void v1(fz::In &in) {
       int64_t s = out[i];
       // s < num_cache_blocks * block_size, without the product (hostile
       // sizes overflow it).
-      FZ_REQUIRE(s == VATTN_PAD_SLOT_ID ||
-                 (s >= 0 && (a.num_cache_blocks == 0 || (a.block_size > 0 && s / a.block_size < a.num_cache_blocks))) ||
-                 a.cp_world_size > 1);
+      const bool in_cache = a.num_cache_blocks == 0 ||
+                            (a.block_size > 0 && s / a.block_size < a.num_cache_blocks);
+      FZ_REQUIRE(s == VATTN_PAD_SLOT_ID || (s >= 0 && in_cache) || a.cp_world_size > 1);
     }
   } else {
     // "nothing written" on failure

@@ -155,8 +155,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     // r0, r0 + RPI, ... (K and V), from byte offsets fixed per item; per
     // tile only the block base and the row count change.
     const int lch = lane % CH, r0 = lane / CH;
-    const int64_t k_lane = (static_cast<int64_t>(kvh) * p.k_stride_head + r0 * p.k_stride_tok) * sizeof(KVT) + lch * 16;
-    const int64_t v_lane = (static_cast<int64_t>(kvh) * p.v_stride_head + r0 * p.v_stride_tok) * sizeof(KVT) + lch * 16;
+    const int64_t k_lane =
+        (static_cast<int64_t>(kvh) * p.k_stride_head + r0 * p.k_stride_tok) * sizeof(KVT) + lch * 16;
+    const int64_t v_lane =
+        (static_cast<int64_t>(kvh) * p.v_stride_head + r0 * p.v_stride_tok) * sizeof(KVT) + lch * 16;
     const int64_t k_step = RPI * p.k_stride_tok * static_cast<int64_t>(sizeof(KVT));
     const int64_t v_step = RPI * p.v_stride_tok * static_cast<int64_t>(sizeof(KVT));
     const uint32_t s_lane = smem_u32(wbase) + r0 * S::RAW_ROW + lch * 16;
