@@ -50,6 +50,25 @@ bool sm90_attention_enabled() {
   return st == 2;
 }
 
+int sm90_max_ctas() {
+  // VATTN_CUDA_SM90_CTAS=<n> caps the grid (tests use a few CTAs so that
+  // each one runs many units).
+  static const int env_cap = [] {
+    const char *e = std::getenv("VATTN_CUDA_SM90_CTAS");
+    const long v = e ? std::strtol(e, nullptr, 10) : 0;
+    return v > 0 && v < (1 << 20) ? static_cast<int>(v) : 0;
+  }();
+  static std::atomic<int> count[kMaxDevices];  // multiprocessors; 0: not queried yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 1;
+  int n = count[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) n = 1;
+    count[dev].store(n, std::memory_order_relaxed);
+  }
+  return env_cap > 0 && env_cap < n ? env_cap : n;
+}
+
 int32_t attention_rows_per_tile(int32_t hs) {
   switch (hs) {
 #define VATTN_X(H) \

@@ -39,7 +39,12 @@ cudaError_t attention_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s)
   dim3 grid(grid_x, p.num_kv_heads);
   if constexpr (has_sm90_variant<CACHE, HS>()) {
     if (sm90_attention_enabled()) {
-      attention_sm90_kernel<T, HS><<<grid, Sm90Shape<HS>::kThreads, Sm90Shape<HS>::smem_bytes(), s>>>(p);
+      // Persistent: one CTA per SM at most (grid_x * num_kv_heads bounds the
+      // units; the kernel reads their count on the device).
+      const int64_t units = static_cast<int64_t>(grid_x) * p.num_kv_heads;
+      const int cap = sm90_max_ctas();
+      const int ctas = static_cast<int>(units < cap ? units : cap);
+      attention_sm90_kernel<T, HS><<<ctas, Sm90Shape<HS>::kThreads, Sm90Shape<HS>::smem_bytes(), s>>>(p);
       return cudaGetLastError();
     }
   }

@@ -107,6 +107,34 @@ __device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, const Attn
   return key_offsets_in(p, rq, p.paged ? key_block(p, bt_row, bs_shift, j) : 0, bs_shift, j);
 }
 
+// Item rows -> (query token, head) without an integer division per row:
+// row `row` of an item is lr = q_row0 + row, token q_start + lr / G, head
+// kvh G + lr % G.  One division per item; then x = q_row0 % G + row < G +
+// 2^16 and (x + 0.5) / G in fp32 is at least 0.5 / G away from an integer
+// and off by less than x / G * 2^-23, so its truncation is exact.
+struct RowMap {
+  int64_t tok_base;
+  int h_base, x0, G;
+  float inv_g;
+  __device__ __forceinline__ void of(int row, int64_t *tok, int *h) const {
+    const int x = x0 + row;
+    const int t = __float2int_rz((static_cast<float>(x) + 0.5f) * inv_g);
+    *tok = tok_base + t;
+    *h = h_base + (x - t * G);
+  }
+};
+__device__ __forceinline__ RowMap row_map_of(const AttnParams &p, const AttnItem &it, const AttnReq &rq,
+                                             int kvh) {
+  RowMap m;
+  m.G = p.group;
+  const int t0 = it.q_row0 / m.G;
+  m.x0 = it.q_row0 - t0 * m.G;
+  m.tok_base = static_cast<int64_t>(rq.q_start) + t0;
+  m.h_base = kvh * m.G;
+  m.inv_g = 1.f / static_cast<float>(m.G);
+  return m;
+}
+
 // Global address of 16-byte chunk ch of Q row `row` of an item (row < num_rows).
 template <class T>
 __device__ __forceinline__ const T *q_row_chunk(const AttnParams &p, const AttnItem &it,

@@ -46,11 +46,13 @@ struct Sm90Shape {
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
   static constexpr int kOffBytes = kStages * BN * 16;  // per-key (K, V) offset ring
+  static constexpr int kTableBytes = kOffBytes + 16 + 8 * 96;  // + key counts + unit ring
   static constexpr size_t smem_bytes() {
-    return 1024 + kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kOffBytes;
+    return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kTableBytes;
   }
   static_assert(BM == AttnShape<HS>::BM, "items are tiled for attention_kernel's BM");
-  static_assert(1024 + kQBytes + kStages * 2 * kTileBytes + kOffBytes <= 227 * 1024, "shared memory");
+  static_assert(1024 + 2 * kQBytes + kStages * 2 * kTileBytes + kTableBytes <= 227 * 1024 - 64,
+                "shared memory (64 bytes left for static shared variables)");
   static_assert(kTileBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
 };
 
@@ -59,6 +61,21 @@ template <int R>
 __device__ __forceinline__ uint32_t swz_chunk(int r, int ch) {
   return static_cast<uint32_t>((ch >> 3) * R * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
 }
+
+// One unit's record in the CTA's ring (shared memory): the item and its
+// request as stored by the builder, then the fields derived from them.
+// kvh < 0 / ntiles == 0: no such unit (the CTA's list has ended).  A real
+// unit has ntiles >= 1: a unit without keys runs one tile with every key
+// masked (its rows still get their zero output and -inf LSE), so each unit
+// passes at least one tile barrier -- the ring and the Q prefetch rely on it.
+struct UnitSlot {
+  AttnItem it;
+  AttnReq rq;
+  int kvh, qpos0, kstart, kend, ntiles, pad_[3];
+};
+constexpr int kUnitRing = 8;     // slots: units u - 1 .. u + 5 live at unit u
+constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
+static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 8 slots of 96 bytes");
 
 template <class T, int HS>
 __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams p) {
@@ -69,86 +86,230 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   constexpr int NF = BN / 8;  // 8-wide score fragments
   constexpr int CH = HS / 8;  // 16-byte chunks per row
 
+  const int nkv = p.num_kv_heads;
+  const int n_units = *p.num_items * nkv;    // list positions [0, n_units); < 2^31
+  const int n_table = *p.first_item * nkv;   // positions with an entry in p.units
+
   extern __shared__ uint8_t smem_raw[];
   // Offset (not a round trip through an integer) so the compiler keeps the
-  // shared address space: plain LDS / STS for sOff.
+  // shared address space: plain LDS / STS for the tables.
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  uint8_t *sQ = smem;
-  uint8_t *sKV = sQ + S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
-  // sOff[(t % ST) * BN + r]: (K, V) element offsets of key r of tile t,
-  // computed an iteration before the tile's copies need them (one block
-  // lookup per key, not per copied chunk).
+  uint8_t *sQ = smem;                   // Q buffer of unit u: sQ + (u & 1) kQBytes
+  uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
+  // sOff[(g % ST) * BN + r]: (K, V) element offsets (kv head included) of
+  // key r of the CTA's g-th tile, computed an iteration before its copies.
   longlong2 *sOff = reinterpret_cast<longlong2 *>(sKV + ST * 2 * S::kTileBytes);
+  // sValid[g % ST]: keys of tile g to copy (the rest is zero-filled); -1: no tile g.
+  int *sValid = reinterpret_cast<int *>(sOff + ST * BN);
+  UnitSlot *ring = reinterpret_cast<UnitSlot *>(sValid + 4);
   const uint32_t aQ = smem_u32(sQ), aKV = smem_u32(sKV);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
   const int gq = lane >> 2, tq = lane & 3;
-  const int kvh = blockIdx.y;
   const int G = p.group;
-  const int n_items = *p.num_items;
-  const T *kh = static_cast<const T *>(p.k) + static_cast<int64_t>(kvh) * p.k_stride_head;
-  const T *vh = static_cast<const T *>(p.v) + static_cast<int64_t>(kvh) * p.v_stride_head;
+  const T *kbase = static_cast<const T *>(p.k), *vbase = static_cast<const T *>(p.v);
   const int bs = p.block_size;
   const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
   ScoreCtx sc = score_ctx_of(p);
 
-  // Loader geometry: thread tid copies chunk column ch of rows r0 + i RP, so
+  // ---- the unit ring.  The CTA's k-th unit comes from list position
+  // pos_k: rounds k < kStaticRounds are dealt in snake order (CTA c takes
+  // position c of even rounds, gridDim.x - 1 - c of odd ones), later units
+  // are claimed from the launch's counter, so the CTAs that finish first
+  // take more.  Positions only grow, so the first one past the list ends it.
+  // Lanes 0..7 of the last warp run a five-stage pipeline, one stage per
+  // unit start; at the start of unit u (after unit u - 1's epilogue, before
+  // the CTA barrier) they
+  //   store the item of unit u + 4 and the request of unit u + 3 (loaded at
+  //     the previous unit start) and derive unit u + 3's fields,
+  //   load the item of unit u + 5 (its unit value from the previous start)
+  //     and the request of unit u + 4,
+  //   load the unit value of unit u + 6 (claimed at the previous start) and
+  //     claim unit u + 7.
+  // Each load has a whole unit (>= one tile) to land; units u .. u + 3 are
+  // complete while unit u runs (the key-offset step reads up to 3 tiles
+  // ahead, so up to unit u + 3).
+  const int C = gridDim.x, cta = blockIdx.x;
+  auto static_pos = [&](int k) { return k * C + ((k & 1) ? C - 1 - cta : cta); };
+  auto unit_at = [&](int pos) {  // -1: past the list
+    return pos >= n_units ? -1 : pos < n_table ? __ldg(p.units + pos) : pos;
+  };
+  auto slot_words = [&](int r, bool req) {
+    UnitSlot &s = ring[r % kUnitRing];
+    return req ? reinterpret_cast<int32_t *>(&s.rq) : reinterpret_cast<int32_t *>(&s.it);
+  };
+  auto item_word = [&](int v, int w) {  // v: a unit value >= 0
+    return __ldg(reinterpret_cast<const int32_t *>(p.items + v / nkv) + w);
+  };
+  auto req_word = [&](int r, int w) {
+    return __ldg(reinterpret_cast<const int32_t *>(p.reqs + ring[r % kUnitRing].it.req) + w);
+  };
+  auto derive = [&](int r) {  // the slot's kvh, item and request are in place
+    UnitSlot &s = ring[r % kUnitRing];
+    if (s.kvh < 0) {
+      s.ntiles = 0;
+      return;
+    }
+    const ItemKeys ik = item_keys(p, s.it, s.rq, s.rq.causal != 0 && p.allow_causal != 0, BN);
+    s.qpos0 = ik.qpos0;
+    s.kstart = ik.kstart;
+    s.kend = ik.kend;
+    s.ntiles = ik.ntiles > 1 ? ik.ntiles : 1;
+  };
+  // Lanes 0..7 of the last warp: wi / wr the next item / request word;
+  // lane 0: wv the next unit value, wp the next list position.
+  int wi = 0, wr = 0, wv = -1, wp = 0;
+  if (warp == 7) {
+    // The state after unit 0's start: units 0 .. 3 derived, units 4 and 5
+    // with item and kvh (5's also in wi), unit 4's request (also in wr),
+    // unit 6's value in wv and unit 7's position in wp.
+    const int v = lane < 6 ? unit_at(static_pos(lane)) : -1;  // units 0 .. 5
+    if (lane < 6) ring[lane].kvh = v < 0 ? -1 : v % nkv;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {  // 48 item words over the warp
+      const int e = lane + 32 * i;
+      const int ve = __shfl_sync(0xffffffffu, v, min(e / 8, 5));
+      if (e < 6 * 8 && ve >= 0) slot_words(e / 8, false)[e % 8] = item_word(ve, e % 8);
+    }
+    if (lane == 0) {
+      wv = unit_at(static_pos(6));
+      wp = static_pos(7);
+    }
+    __syncwarp();
+    if (lane < 8) wi = slot_words(5, false)[lane];
+    for (int e = lane; e < 5 * 8; e += 32)
+      if (ring[e / 8].kvh >= 0) slot_words(e / 8, true)[e % 8] = req_word(e / 8, e % 8);
+    __syncwarp();
+    if (lane < 8) wr = slot_words(4, true)[lane];
+    if (lane < 4) derive(lane);
+  }
+  auto ring_step = [&](int u) {  // lanes 0..7 of the last warp, at unit u >= 1
+    slot_words(u + 4, false)[lane] = wi;
+    slot_words(u + 3, true)[lane] = wr;
+    __syncwarp(0xffu);
+    if (lane == 0) derive(u + 3);
+    const int v = __shfl_sync(0xffu, wv, 0);  // unit u + 5
+    if (lane == 0) ring[(u + 5) % kUnitRing].kvh = v < 0 ? -1 : v % nkv;
+    if (v >= 0) wi = item_word(v, lane);
+    if (ring[(u + 4) % kUnitRing].kvh >= 0) wr = req_word(u + 4, lane);
+    if (lane == 0) {
+      wv = unit_at(wp);  // unit u + 6
+      const int k = u + 7;
+      wp = wp >= n_units ? wp : k < kStaticRounds ? static_pos(k) : kStaticRounds * C + atomicAdd(p.unit_ctr, 1);
+    }
+  };
+
+  // ---- loaders.  Thread tid copies chunk column ch of rows r0 + i RP, so
   // its swizzled destination is fixed up to the row step (RP % 8 == 0).
   constexpr int RP = S::kThreads / CH;
   static_assert(S::kThreads % CH == 0 && RP % 8 == 0 && BN % RP == 0 && BM % RP == 0, "loader");
   const int ch = tid % CH, r0 = tid / CH;
   const uint32_t dQ = swz_chunk<BM>(r0, ch), dKV = swz_chunk<BN>(r0, ch);
-
-  // wgmma descriptors (start addresses advance in 16-byte units).
-  const uint64_t descQ = wgmma_desc(aQ + wg * 64 * 128, 16, 1024);
-  const uint64_t descK0 = wgmma_desc(aKV, 16, 1024);
-  const uint64_t descV0 = wgmma_desc(aKV + S::kTileBytes, BN * 128, 1024);
-  auto stage16 = [](int t) { return static_cast<uint32_t>((t % ST) * 2 * S::kTileBytes) >> 4; };
-
-  for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
-    const ItemCtx ic = item_begin(p, item_idx, BN, &sc);
-    const AttnItem &it = ic.it;
-    const AttnReq &rq = ic.rq;
-    const int32_t *bt_row = ic.bt_row;
-    const int qpos0 = ic.ik.qpos0, kstart = ic.ik.kstart, kend = ic.ik.kend, ntiles = ic.ik.ntiles;
-    // Key of row idx of tile t, clamped to kstart (a valid key) past kend.
-    auto key_of = [&](int t, int idx) {
-      const int j = kstart + t * BN + idx;
-      return j < kend ? j : kstart;
-    };
-    // Tile t -> stage t % ST (its sOff entries in place); keys past kend
-    // are zero-filled.
-    auto load_kv = [&](int t) {
-      const int k0 = kstart + t * BN;
-      uint8_t *dk = sKV + (t % ST) * 2 * S::kTileBytes + dKV;
-      uint8_t *dv = dk + S::kTileBytes;
-#pragma unroll
-      for (int i = 0; i < BN / RP; ++i) {
-        const int r = r0 + i * RP;
-        const bool ok = k0 + r < kend;
-        const longlong2 o = sOff[(t % ST) * BN + r];
-        cp_async_16(dk + i * RP * 128, kh + o.x + ch * 8, ok);
-        cp_async_16(dv + i * RP * 128, vh + o.y + ch * 8, ok);
-      }
-    };
-
-    __syncthreads();  // the previous item is done with shared memory
-    // Group 0: Q (rows past num_rows zero: masked anyway) + tile 0; group 1: tile 1.
+  // Q rows of unit r (rows past num_rows zero: masked anyway).
+  auto load_q = [&](int r) {
+    const UnitSlot &s = ring[r % kUnitRing];
+    if (s.ntiles == 0) return;
+    const RowMap rm = row_map_of(p, s.it, s.rq, s.kvh);
+    const int rows = s.it.num_rows;
+    uint8_t *dq = sQ + (r & 1) * S::kQBytes + dQ;
 #pragma unroll
     for (int i = 0; i < BM / RP; ++i) {
       const int row = r0 + i * RP;
-      const bool ok = row < it.num_rows;
-      cp_async_16(sQ + dQ + i * RP * 128, ok ? q_row_chunk<T>(p, it, rq, kvh, row, ch) : p.q, ok);
+      int64_t tok;
+      int h;
+      rm.of(row, &tok, &h);
+      const T *src = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head + ch * 8;
+      cp_async_16(dq + i * RP * 128, row < rows ? src : p.q, row < rows);
     }
-    // Offsets of tiles 0 .. ST - 1 (tile t + ST's are computed in
-    // iteration t, after tile t's copies were issued).
-    for (int e = tid; e < ST * BN; e += S::kThreads)
-      if (e / BN < ntiles) sOff[e] = key_offsets(p, rq, bt_row, bs_shift, key_of(e / BN, e % BN));
-    __syncthreads();
-    if (ntiles > 0) load_kv(0);
-    cp_async_commit();
-    if (ntiles > 1) load_kv(1);
-    cp_async_commit();
+  };
+  // Tile g -> stage g % ST (its sOff / sValid entries in place).
+  auto load_kv = [&](int g) {
+    const int st = g % ST, nv = sValid[st];
+    if (nv < 0) return;
+    uint8_t *dk = sKV + st * 2 * S::kTileBytes + dKV;
+    uint8_t *dv = dk + S::kTileBytes;
+#pragma unroll
+    for (int i = 0; i < BN / RP; ++i) {
+      const int r = r0 + i * RP;
+      const longlong2 o = sOff[st * BN + r];
+      cp_async_16(dk + i * RP * 128, kbase + o.x + ch * 8, r < nv);
+      cp_async_16(dv + i * RP * 128, vbase + o.y + ch * 8, r < nv);
+    }
+  };
+  // The key-offset step walks the CTA's tiles ST ahead of the compute:
+  // (ou, ot) = unit and tile of the next tile to prepare.  Threads tid < BN
+  // compute key tid's offsets (masked keys point at the head's base: a valid
+  // address, never read); every thread gets the valid-key count (-1 past the
+  // CTA's last tile).
+  int ou = 0, ot = 0;
+  auto tile_offsets = [&](longlong2 &off, int &nv) {
+    off = make_longlong2(0, 0);
+    nv = -1;
+    const UnitSlot &s = ring[ou % kUnitRing];
+    if (s.ntiles == 0) return;
+    const int k0 = s.kstart + ot * BN;
+    nv = min(max(s.kend - k0, 0), BN);
+    const int64_t hk = s.kvh * p.k_stride_head, hv = s.kvh * p.v_stride_head;
+    if (tid < nv) {
+      const int32_t *bt_row = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
+      off = key_offsets(p, s.rq, bt_row, bs_shift, k0 + tid);
+    }
+    off.x += hk;
+    off.y += hv;
+    if (++ot == s.ntiles) {
+      ++ou;
+      ot = 0;
+    }
+  };
+
+  // ---- prologue: offsets of tiles 0 .. ST - 1; group 0: Q of unit 0 and
+  // tile 0, group 1: tile 1, group 2: Q of unit 1.
+  __syncthreads();  // the ring's first units
+#pragma unroll 1
+  for (int g = 0; g < ST; ++g) {
+    longlong2 off;
+    int nv;
+    tile_offsets(off, nv);
+    if (tid < BN) sOff[g * BN + tid] = off;
+    if (tid == 0) sValid[g] = nv;
+  }
+  load_q(0);
+  __syncthreads();
+  load_kv(0);
+  cp_async_commit();
+  load_kv(1);
+  cp_async_commit();
+  load_q(1);
+  cp_async_commit();
+  cp_async_wait_group<2>();
+  fence_proxy_async();  // Q of unit 0 and tile 0 become visible to wgmma
+  __syncthreads();
+
+  // wgmma descriptors (start addresses advance in 16-byte units).
+  const uint64_t descK0 = wgmma_desc(aKV, 16, 1024);
+  const uint64_t descV0 = wgmma_desc(aKV + S::kTileBytes, BN * 128, 1024);
+  auto stage16 = [](int g) { return static_cast<uint32_t>((g % ST) * 2 * S::kTileBytes) >> 4; };
+
+  int g = 0;  // the CTA's tile counter (stage g % ST)
+#pragma unroll 1
+  for (int u = 0;; ++u) {
+    if (u > 0) {
+      // Unit u - 1's epilogue (and merge) is done with its Q buffer: unit
+      // u + 1's Q goes there (it lands at the end of unit u's first tile).
+      if (warp == 7 && lane < 8) ring_step(u);
+      __syncthreads();
+      load_q(u + 1);
+      cp_async_commit();
+    }
+    const UnitSlot &us = ring[u % kUnitRing];
+    if (us.ntiles == 0) break;
+    const AttnItem it = us.it;
+    const AttnReq rq = us.rq;
+    const int kvh = us.kvh, qpos0 = us.qpos0, kstart = us.kstart, kend = us.kend, ntiles = us.ntiles;
+    sc.causal = rq.causal != 0 && p.allow_causal != 0;
+    sc.kend = kend;
+    uint8_t *sQu = sQ + (u & 1) * S::kQBytes;
+    const uint64_t descQ = wgmma_desc(aQ + (u & 1) * S::kQBytes + wg * 64 * 128, 16, 1024);
 
     const int wrow0 = warp * 16;
     int head[2];
@@ -169,23 +330,23 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     // The wgmma issue paths below are uniform over the warpgroup (no
     // per-warpgroup tile skipping: a warpgroup that sees none of a tile
     // multiplies it and masks it all), so the MMAs stay asynchronous.
-    auto issue_s = [&](int t) {  // S = Q K_t^T
+    auto issue_s = [&](int gt) {  // S = Q K^T of the CTA's tile gt
 #pragma unroll
       for (int kk = 0; kk < HS / 16; ++kk) {
         const uint32_t qoff = ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
         const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-        wgmma_ss<BN, T>(s, descQ + qoff, descK0 + stage16(t) + koff, kk > 0);
+        wgmma_ss<BN, T>(s, descQ + qoff, descK0 + stage16(gt) + koff, kk > 0);
       }
       wgmma_commit();
     };
-    auto issue_pv = [&](int t) {  // O += P V_t
+    auto issue_pv = [&](int gt) {  // O += P V of the CTA's tile gt
 #pragma unroll
       for (int k2 = 0; k2 < BN / 16; ++k2)
-        wgmma_rs_tb<HS, T>(o, pa[k2], descV0 + stage16(t) + ((k2 * 16 * 128) >> 4));
+        wgmma_rs_tb<HS, T>(o, pa[k2], descV0 + stage16(gt) + ((k2 * 16 * 128) >> 4));
       wgmma_commit();
     };
-    // Scale / soft-cap / ALiBi / masks and the softmax step on S of tile t
-    // (the unmasked path when the warp sees the whole tile).
+    // Scale / soft-cap / ALiBi / masks and the softmax step on S of the
+    // unit's tile t (the unmasked path when the warp sees the whole tile).
     auto softmax_tile = [&](int t, float (&alpha)[2]) {
       const int k0 = kstart + t * BN, klast = k0 + BN - 1;
       bool full = warp_full && klast < kend;
@@ -205,69 +366,68 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
         pa[k2][3] = Elem<T>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
       }
     };
-    // Tile t + 1 landed (visible to wgmma); after the barrier no warpgroup
-    // reads buffer t - 1 any more: tile t + 2 is fetched into it.
-    // off: the offsets of row tid of tile t + ST, computed at the start of
-    // iteration t and stored into tile t's slot (its copies were issued two
-    // iterations ago) here, before the barrier publishes them.
-    auto next_tile = [&](int t, const longlong2 &off) {
-      if (tid < BN && t + ST < ntiles) sOff[(t % ST) * BN + tid] = off;
+    // Tile gt + 1 landed (visible to wgmma); after the barrier no warpgroup
+    // reads buffer gt - 1 any more: tile gt + 2 is fetched into it.
+    // off / nv: tile gt + ST's offsets and key count, computed at the start
+    // of the iteration and stored into tile gt's slots (its copies were
+    // issued two iterations ago) here, before the barrier publishes them.
+    auto next_tile = [&](int gt, const longlong2 &off, int nv) {
+      if (tid < BN) sOff[(gt % ST) * BN + tid] = off;
+      if (tid == 0) sValid[gt % ST] = nv;
       cp_async_wait_group<0>();
       fence_proxy_async();
       __syncthreads();
-      if (t + 2 < ntiles) load_kv(t + 2);
+      load_kv(gt + 2);
       cp_async_commit();
     };
-    auto next_offsets = [&](int t) {
-      return tid < BN && t + ST < ntiles ? key_offsets(p, rq, bt_row, bs_shift, key_of(t + ST, tid))
-                                         : make_longlong2(0, 0);
-    };
 
-    cp_async_wait_group<1>();
-    fence_proxy_async();  // Q and tile 0 become visible to wgmma
-    __syncthreads();
-    if (ntiles > 0) {
+    {
       float alpha[2];
-      longlong2 off = next_offsets(0);
+      longlong2 off;
+      int nv;
+      tile_offsets(off, nv);
       wgmma_fence();
-      issue_s(0);
+      issue_s(g);
       wgmma_wait<0>();
       wgmma_fence_regs(s);
       softmax_tile(0, alpha);  // O is still zero: no rescale
       pack_p();
-      next_tile(0, off);
-      for (int t = 1; t < ntiles; ++t) {
-        off = next_offsets(t);
+      next_tile(g, off, nv);
+      ++g;
+#pragma unroll 1
+      for (int t = 1; t < ntiles; ++t, ++g) {
+        tile_offsets(off, nv);
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         wgmma_fence();
-        issue_s(t);
-        issue_pv(t - 1);  // under this tile's softmax
+        issue_s(g);
+        issue_pv(g - 1);  // under this tile's softmax
         wgmma_wait<1>();
         wgmma_fence_regs(s);
         const bool rescale = softmax_tile(t, alpha);
-        wgmma_wait<0>();  // P V of tile t - 1 landed: O and pa are free
+        wgmma_wait<0>();  // P V of tile g - 1 landed: O and pa are free
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         if (rescale) rescale_rows(o, alpha);
         pack_p();
-        next_tile(t, off);
+        next_tile(g, off, nv);
       }
       wgmma_fence_regs(o);
       wgmma_fence_regs(pa);
       wgmma_fence();
-      issue_pv(ntiles - 1);
+      issue_pv(g - 1);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
     }
-    cp_async_wait_group<0>();
 
     if (warp_active) {
       if (it.ws_base < 0) {
         // Final rows: the warp's 16 normalised rows go through its slice of
-        // the Q buffer (free: every S product has landed; XOR-swizzled 16-byte
-        // chunks, no bank conflicts) and leave as 16-byte coalesced stores.
-        uint8_t *stage = sQ + wrow0 * HS * 2;
+        // the unit's Q buffer (free: every S product of the warpgroup has
+        // landed, and the other warpgroup reads only its own rows; XOR-
+        // swizzled 16-byte chunks, no bank conflicts) and leave as 16-byte
+        // coalesced stores.
+        uint8_t *stage = sQu + wrow0 * HS * 2;
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           float lse, f;
@@ -283,12 +443,14 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
           }
         }
         __syncwarp();
+        const RowMap rm = row_map_of(p, it, rq, kvh);
+#pragma unroll
         for (int e = lane; e < 16 * CH; e += 32) {
           const int r = e / CH, c = e % CH, row = wrow0 + r;
           if (row >= it.num_rows) continue;
-          const int lr = it.q_row0 + row;
-          const int64_t tok = rq.q_start + lr / G;
-          const int h = kvh * G + lr % G;
+          int64_t tok;
+          int h;
+          rm.of(row, &tok, &h);
           T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
           *reinterpret_cast<uint4 *>(out + c * 8) = *reinterpret_cast<const uint4 *>(stage + r * HS * 2 + ((c ^ (r & 7)) << 4));
         }
@@ -296,7 +458,19 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
         store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);
       }
     }
-    if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(smem));
+    // Scratch: the unit's Q buffer (its staging reads are done after the
+    // merge's first barrier; unit u + 2's Q comes after the next unit start).
+    if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sQu));
+  }
+  cp_async_wait_group<0>();
+  // Re-arm the counters for the next launch: the last CTA to leave resets
+  // them (every claim of a CTA precedes its exit count: same thread, fence).
+  if (warp == 7 && lane == 0) {
+    __threadfence();
+    if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      atomicExch(p.unit_ctr, 0);
+      atomicExch(p.unit_ctr + 1, 0);
+    }
   }
 #endif  // VATTN_SM90A
 }

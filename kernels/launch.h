@@ -128,12 +128,24 @@ struct AttnParams {
   // Arrival counters of self-merging tiles [merge slots][num_kv_heads], zero
   // between launches (the merging CTA resets its counter).
   int32_t *merge_counters;
+  // attention_sm90_kernel only.  units: the order in which the persistent
+  // CTAs take the units (unit = item * num_kv_heads + kv head) of the items
+  // [0, *first_item) -- a permutation of [0, *first_item * num_kv_heads);
+  // later items' units follow in plain order.  unit_ctr[2]: the claim
+  // counter and the CTAs' exit counter, zero between launches (the last
+  // CTA to exit resets both).
+  const int32_t *units;
+  int32_t *unit_ctr;
 };
 bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
 // Whether launch_attention uses the Hopper kernel (attention_sm90.cuh) on the
 // current device: compute capability 9.0 and VATTN_CUDA_SM90 unset or not
 // "0" (read once per process).  Cached per device; safe during capture.
 bool sm90_attention_enabled();
+// Grid of the persistent Hopper kernel: the current device's multiprocessor
+// count (cached per device; 1 when the query fails), capped by
+// VATTN_CUDA_SM90_CTAS when set (read once per process; tests use it).
+int sm90_max_ctas();
 // Raises the dynamic shared-memory limit of the kernel (once per process;
 // not a stream operation: call it outside graph capture).
 cudaError_t attention_prepare(int32_t elem, int32_t cache, int32_t head_size);

@@ -110,23 +110,33 @@ __device__ __forceinline__ float scores_to_logits(float (&s)[NF][4], const Score
   return 1.f;
 }
 
-// Stage 2: logits of invisible (row, key) pairs -> -inf.
+// Stage 2: logits of invisible (row, key) pairs -> -inf.  A row sees the
+// keys [lo, hi): lo from the left window, hi from kend, causality and the
+// right window (empty for rows past the item), so each score costs one
+// unsigned compare: (j - lo) < (hi - lo).
 template <int NF>
 __device__ __forceinline__ void apply_masks(float (&s)[NF][4], const ScoreCtx &c, const RowCtx &r,
                                             int k0, int tq) {
+  int base[2];
+  uint32_t span[2];
 #pragma unroll
-  for (int f = 0; f < NF; ++f) {
+  for (int i = 0; i < 2; ++i) {
+    const int q = r.qpos[i];
+    int lo = 0, hi = c.kend;
+    if (c.causal && hi > q + 1) hi = q + 1;
+    if (c.window_right >= 0 && c.window_right < hi - q) hi = q + c.window_right + 1;
+    if (c.window_left >= 0 && q - c.window_left > lo) lo = q - c.window_left;
+    span[i] = r.valid[i] && hi > lo ? static_cast<uint32_t>(hi - lo) : 0u;
+    base[i] = k0 + 2 * tq - lo;  // key k0 + 2 tq, relative to lo
+  }
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e >> 1;
-      const int j = k0 + f * 8 + 2 * tq + (e & 1);
-      bool vis = r.valid[i] && j < c.kend;
-      if (c.causal) vis = vis && j <= r.qpos[i];
-      if (c.window_left >= 0) vis = vis && r.qpos[i] - j <= c.window_left;
-      if (c.window_right >= 0) vis = vis && j - r.qpos[i] <= c.window_right;
+      const bool vis = static_cast<uint32_t>(base[i] + f * 8 + (e & 1)) < span[i];
       s[f][e] = vis ? s[f][e] : -INFINITY;
     }
-  }
 }
 
 // Stage 3: folds a tile of base-2 logits into the running state: s becomes

@@ -97,6 +97,8 @@ vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
   // Arrival counters of self-merging decode tiles (one tile per request at
   // most): zeroed below with the rest of the metadata and never uploaded.
   L.merge_ctr = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.num_kv_heads);
+  L.unit_ctr = take(2 * sizeof(int32_t));  // zeroed, never uploaded, like merge_ctr
+  L.units = take(sizeof(int32_t) * static_cast<size_t>(c_.cap_items) * o.num_kv_heads);
   L.meta_end = align_up(off, 256);
   const size_t ws = static_cast<size_t>(c_.ws_rows) * o.num_kv_heads;
   L.ws_lse = take(sizeof(float) * ws);
@@ -129,6 +131,40 @@ vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
 struct TileDesc {
   int32_t req, tok0, ntok, kv_lo, kv_hi, kv_end;
 };
+
+// The order in which the Hopper kernel's persistent CTAs claim the general
+// items' units (unit = item * kvh_count + kv head; items arrive longest
+// first).  Units of one request and KV head read the same keys, so the
+// order groups them -- units running side by side then share their K / V
+// in L2 -- but only within classes of similar length (keys in [2^c,
+// 2^(c+1))), longest class first, so the CTAs still finish together:
+//   class descending, then request, then KV head, then item order.
+// H100, 16 x 1024 causal prefill: the longest-first order alone left 75%
+// of the L2 reads missing to DRAM.
+static void fill_unit_order(const kern::AttnItem *items, const std::vector<int64_t> &keys,
+                            int32_t kvh_count, int32_t *units) {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::vector<int8_t> cls(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    idx[i] = static_cast<int32_t>(i);
+    int8_t c = 0;
+    for (int64_t k = keys[i]; k > 1; k >>= 1) ++c;
+    cls[i] = c;
+  }
+  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
+    if (cls[a] != cls[b]) return cls[a] > cls[b];
+    return items[a].req < items[b].req;
+  });
+  int64_t u = 0;
+  for (int64_t s = 0; s < n;) {  // segments of one (class, request)
+    int64_t e = s + 1;
+    while (e < n && cls[idx[e]] == cls[idx[s]] && items[idx[e]].req == items[idx[s]].req) ++e;
+    for (int32_t h = 0; h < kvh_count; ++h)
+      for (int64_t i = s; i < e; ++i) units[u++] = idx[i] * kvh_count + h;
+    s = e;
+  }
+}
 
 vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, bool, BuildMode mode,
                                   void *stream_v) {
@@ -242,6 +278,8 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   };
   std::vector<PartRef> parts;
   parts.reserve(64);
+  std::vector<int64_t> gen_keys;  // keys a general item visits (causal bound applied)
+  gen_keys.reserve(tiles.size() * static_cast<size_t>(want));
   for (const TileDesc &t : tiles) {
     const int32_t rows = t.ntok * G;
     const int64_t range = t.kv_hi - t.kv_lo;
@@ -275,6 +313,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
       it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
       it.ws_base = use_ws ? static_cast<int32_t>(ws_next) : -1;
       it.merge = it.merge_slot = 0;
+      gen_keys.push_back(std::max<int64_t>(0, std::min<int64_t>(it.kv_end, t.kv_hi) - it.kv_begin));
       if (use_ws) {
         const int32_t tok_first = reqs[t.req].q_start + t.tok0;
         for (int32_t k = 0; k < t.ntok; ++k) {
@@ -286,6 +325,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     }
   }
   const int64_t n_gen = n_items;
+  fill_unit_order(items, gen_keys, o.num_kv_heads, plan->h<int32_t>(L.units));
 
   // ---- decode items: pick one split count s for the batch (each tile uses
   // min(s, range / kDecMinKeysPerSplit) chunks) minimising the modelled
@@ -401,6 +441,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   VATTN_TRY(up(L.header, 8 * sizeof(int32_t)));
   VATTN_TRY(up(L.reqs, sizeof(kern::AttnReq) * (nreq + (cascade ? 1 : 0))));
   VATTN_TRY(up(L.items, sizeof(kern::AttnItem) * n_items));
+  VATTN_TRY(up(L.units, sizeof(int32_t) * n_gen * o.num_kv_heads));
   VATTN_TRY(up(L.tok_parts, sizeof(int2) * ntok_out));
   VATTN_TRY(up(L.part_list, sizeof(int32_t) * parts.size()));
   if (nreq > 0 && cols > 0)

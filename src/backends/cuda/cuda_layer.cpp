@@ -185,6 +185,8 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
   ap.reqs = plan->d<kern::AttnReq>(L.reqs);
   ap.items = plan->d<kern::AttnItem>(L.items);
   ap.merge_counters = plan->d<int32_t>(L.merge_ctr);
+  ap.units = plan->d<int32_t>(L.units);
+  ap.unit_ctr = plan->d<int32_t>(L.unit_ctr);
   ap.num_items = hdr;
   ap.num_heads = p_.num_heads;
   ap.num_kv_heads = p_.num_kv_heads;

@@ -15,6 +15,10 @@
 //   slot_mapping  int64[max_num_tokens]
 //   merge_ctr     int32[max_num_reqs * num_kv_heads] (self-merging decode
 //                 tiles' arrival counters; zero between launches)
+//   unit_ctr      int32[2] (the Hopper kernel's unit claim / exit counters;
+//                 zero between launches)
+//   units         int32[cap_items * num_kv_heads] (the order in which the
+//                 Hopper kernel's CTAs take the general items' units)
 //   ws_lse, ws_o  float[ws_rows * KVH], float[ws_rows * KVH * head_size]
 // Two pinned host mirrors of the metadata part take turns: build() fills
 // one and copies it with cudaMemcpyAsync on the build's stream, and an
@@ -33,7 +37,7 @@ namespace vattn {
 
 struct CudaPlanLayout {
   size_t header = 0, reqs = 0, items = 0, tok_parts = 0, part_list = 0, block_table = 0,
-         slot_mapping = 0, merge_ctr = 0, meta_end = 0, ws_lse = 0, ws_o = 0, total = 0;
+         slot_mapping = 0, merge_ctr = 0, unit_ctr = 0, units = 0, meta_end = 0, ws_lse = 0, ws_o = 0, total = 0;
 };
 
 class CudaPlan final : public PlanImpl {
