@@ -202,24 +202,34 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   // ---- loaders.  Thread tid copies chunk column ch of rows r0 + i RP, so
   // its swizzled destination is fixed up to the row step (RP % 8 == 0).
   constexpr int RP = S::kThreads / CH;
+  constexpr int LPR = 32 / CH;  // rows a warp copies per step (the warp's rows: LPR x BM / RP = 16)
   static_assert(S::kThreads % CH == 0 && RP % 8 == 0 && BN % RP == 0 && BM % RP == 0, "loader");
+  static_assert(LPR * (BM / RP) == 16, "Q rows per warp");
   const int ch = tid % CH, r0 = tid / CH;
   const uint32_t dQ = swz_chunk<BM>(r0, ch), dKV = swz_chunk<BN>(r0, ch);
   // Q rows of unit r (rows past num_rows zero: masked anyway).
   auto load_q = [&](int r) {
     const UnitSlot &s = ring[r % kUnitRing];
     if (s.ntiles == 0) return;
+    // The warp copies 16 rows (LPR per step); lane j < 16 computes the
+    // address of the warp's j-th row once, the copies take it by shuffle.
     const RowMap rm = row_map_of(p, s.it, s.rq, s.kvh);
     const int rows = s.it.num_rows;
+    const T *row_q;
+    {
+      const int j = lane & 15;
+      int64_t tok;
+      int h;
+      rm.of(warp * LPR + j % LPR + RP * (j / LPR), &tok, &h);
+      row_q = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head;
+    }
     uint8_t *dq = sQ + (r & 1) * S::kQBytes + dQ;
 #pragma unroll
     for (int i = 0; i < BM / RP; ++i) {
       const int row = r0 + i * RP;
-      int64_t tok;
-      int h;
-      rm.of(row, &tok, &h);
-      const T *src = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head + ch * 8;
-      cp_async_16(dq + i * RP * 128, row < rows ? src : p.q, row < rows);
+      const T *src = reinterpret_cast<const T *>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_q), lane / CH + LPR * i));
+      cp_async_16(dq + i * RP * 128, row < rows ? src + ch * 8 : p.q, row < rows);
     }
   };
   // Tile g -> stage g % ST (its sOff / sValid entries in place).
@@ -443,16 +453,23 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
           }
         }
         __syncwarp();
+        // Lane j < 16 computes row wrow0 + j's output address once; each
+        // step stores LPR rows of CH chunks, taking the addresses by shuffle.
         const RowMap rm = row_map_of(p, it, rq, kvh);
-#pragma unroll
-        for (int e = lane; e < 16 * CH; e += 32) {
-          const int r = e / CH, c = e % CH, row = wrow0 + r;
-          if (row >= it.num_rows) continue;
+        T *row_out;
+        {
           int64_t tok;
           int h;
-          rm.of(row, &tok, &h);
-          T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
-          *reinterpret_cast<uint4 *>(out + c * 8) = *reinterpret_cast<const uint4 *>(stage + r * HS * 2 + ((c ^ (r & 7)) << 4));
+          rm.of(wrow0 + (lane & 15), &tok, &h);
+          row_out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
+        }
+#pragma unroll
+        for (int k = 0; k < 16 / LPR; ++k) {
+          const int r = lane / CH + LPR * k, c = lane % CH;
+          T *out = reinterpret_cast<T *>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_out), r));
+          if (wrow0 + r < it.num_rows)
+            *reinterpret_cast<uint4 *>(out + c * 8) =
+                *reinterpret_cast<const uint4 *>(stage + r * HS * 2 + ((c ^ (r & 7)) << 4));
         }
       } else {
         store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);
