@@ -6,6 +6,12 @@
 // (VATTN_CUDA_SM90=0 in the environment keeps attention_kernel; tests use it
 // to check both).
 //
+// Persistent: one CTA per SM (sm90_max_ctas()), each running a sequence of
+// units (unit = item x KV head) taken from the builder's claim order
+// (AttnParams::units; see the unit ring in the kernel).  The tiles of a
+// CTA's units form one stream: the copies of the next unit's first tiles
+// and its Q are in flight while the current unit finishes.
+//
 // CTA = 2 warpgroups (256 threads), BM = 128 query rows: warpgroup g owns
 // rows [64 g, 64 g + 64), warp w (0..7) rows [16 w, 16 w + 16), which is
 // attention_kernel's row split with one m16 tile per warp (MT = 1), so the
@@ -19,14 +25,14 @@
 //   waits for P V, rescales O when the row maximum grew, packs P_t;
 // then every thread waits for tile t + 1, the barrier frees buffer t - 1 and
 // tile t + 2 is fetched into it.  The other warpgroup's work overlaps too.
-// Final rows leave through the Q buffer as 16-byte stores.
+// Final rows leave through the unit's Q buffer as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
-//   Q [HS / 64][BM][64], 3 x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
-//   3 x BN (K, V) int64 element offsets.
-// HS = 128: 32 + 3 x 48 + 4.5 KiB (+1 KiB alignment slack) = 181.5 KiB, one
-// CTA per SM.  Registers: S BN / 2 + O HS / 2 fp32 and P BN / 4 32-bit per
-// thread (222 at head size 128).
+//   2 x Q [HS / 64][BM][64], 3 x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
+//   3 x BN (K, V) int64 element offsets, 3 key counts, 8 unit records.
+// HS = 128: 64 + 3 x 48 + 4.5 + 0.8 KiB (+1 KiB alignment slack) = 214.3
+// KiB, one CTA per SM.  Registers: S BN / 2 + O HS / 2 fp32 and P BN / 4
+// 32-bit per thread (227 at head size 128).
 #pragma once
 
 #include "attention_item.cuh"
