@@ -23,6 +23,7 @@
 #include "backends/cuda/cuda_backend_impl.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/unit_order.h"
 #include "core/cuda_runtime.h"
 
 namespace vattn {
@@ -131,40 +132,6 @@ vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
 struct TileDesc {
   int32_t req, tok0, ntok, kv_lo, kv_hi, kv_end;
 };
-
-// The order in which the Hopper kernel's persistent CTAs claim the general
-// items' units (unit = item * kvh_count + kv head; items arrive longest
-// first).  Units of one request and KV head read the same keys, so the
-// order groups them -- units running side by side then share their K / V
-// in L2 -- but only within classes of similar length (keys in [2^c,
-// 2^(c+1))), longest class first, so the CTAs still finish together:
-//   class descending, then request, then KV head, then item order.
-// H100, 16 x 1024 causal prefill: the longest-first order alone left 75%
-// of the L2 reads missing to DRAM.
-static void fill_unit_order(const kern::AttnItem *items, const std::vector<int64_t> &keys,
-                            int32_t kvh_count, int32_t *units) {
-  const int64_t n = static_cast<int64_t>(keys.size());
-  std::vector<int32_t> idx(static_cast<size_t>(n));
-  std::vector<int8_t> cls(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    idx[i] = static_cast<int32_t>(i);
-    int8_t c = 0;
-    for (int64_t k = keys[i]; k > 1; k >>= 1) ++c;
-    cls[i] = c;
-  }
-  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
-    if (cls[a] != cls[b]) return cls[a] > cls[b];
-    return items[a].req < items[b].req;
-  });
-  int64_t u = 0;
-  for (int64_t s = 0; s < n;) {  // segments of one (class, request)
-    int64_t e = s + 1;
-    while (e < n && cls[idx[e]] == cls[idx[s]] && items[idx[e]].req == items[idx[s]].req) ++e;
-    for (int32_t h = 0; h < kvh_count; ++h)
-      for (int64_t i = s; i < e; ++i) units[u++] = idx[i] * kvh_count + h;
-    s = e;
-  }
-}
 
 vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, bool, BuildMode mode,
                                   void *stream_v) {
@@ -325,7 +292,13 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     }
   }
   const int64_t n_gen = n_items;
-  fill_unit_order(items, gen_keys, o.num_kv_heads, plan->h<int32_t>(L.units));
+  // The Hopper kernel's claim order of the general items' units.
+  {
+    std::vector<int32_t> gen_req(static_cast<size_t>(n_gen));
+    for (int64_t i = 0; i < n_gen; ++i) gen_req[i] = items[i].req;
+    if (!unit_order(gen_req.data(), gen_keys.data(), n_gen, o.num_kv_heads, plan->h<int32_t>(L.units)))
+      return fail(VATTN_ERR_OUT_OF_MEMORY, "plan build: out of host memory");
+  }
 
   // ---- decode items: pick one split count s for the batch (each tile uses
   // min(s, range / kDecMinKeysPerSplit) chunks) minimising the modelled
