@@ -37,6 +37,7 @@ __device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
 // right aligned positions (qpos0 = q_pos0).
 struct ItemKeys {
   int qpos0, kstart, kend, ntiles;
+  int qmin, qmax;  // positions of the item's first and last query rows
 };
 __device__ __forceinline__ ItemKeys item_keys(const AttnParams &p, const AttnItem &it,
                                               const AttnReq &rq, bool causal, int BN) {
@@ -54,6 +55,8 @@ __device__ __forceinline__ ItemKeys item_keys(const AttnParams &p, const AttnIte
     kstart += ((qmin - p.window_left - kstart) / BN) * BN;  // skip whole tiles out of the window
   r.kstart = kstart;
   r.kend = kend;
+  r.qmin = qmin;
+  r.qmax = qmax;
   r.ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
   return r;
 }
@@ -165,17 +168,23 @@ __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem
   return rc;
 }
 
-// A row's final statistics from its running maximum m (base 2) and this
-// thread's partial sum l (reduced over the quad here; every lane of the
-// warp must call): *lse (natural log) and the output factor *f (v_scale /
-// sum), with the head's sink applied when the item writes final rows.
+// A row's final statistics from its reference m (base 2) and its whole sum
+// l of 2^(x - m): *lse (natural log) and the output factor *f (v_scale /
+// sum), with head h's sink applied when the item writes final rows.
+__device__ __forceinline__ void final_stats(const AttnParams &p, const AttnItem &it, float m, float l,
+                                            int h, float *lse, float *f) {
+  *lse = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+  *f = l > 0.f ? p.v_scale / l : 0.f;
+  if (it.ws_base < 0 && p.sinks) apply_sink(p.sinks[h], lse, f);
+}
+
+// final_stats of a row from this thread's partial sum l (reduced over the
+// quad here; every lane of the warp must call).
 __device__ __forceinline__ void row_final(const AttnParams &p, const AttnItem &it, float m, float l,
                                           int h, float *lse, float *f) {
   l += __shfl_xor_sync(0xffffffffu, l, 1);
   l += __shfl_xor_sync(0xffffffffu, l, 2);
-  *lse = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
-  *f = l > 0.f ? p.v_scale / l : 0.f;
-  if (it.ws_base < 0 && p.sinks) apply_sink(p.sinks[h], lse, f);
+  final_stats(p, it, m, l, h, lse, f);
 }
 
 // Epilogue of one 16-row m-tile starting at item row row0: normalises the

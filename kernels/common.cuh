@@ -79,17 +79,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte global -> shared copy; src_bytes == 0 zero-fills the destination.
-__device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, bool valid) {
-  int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
-               "r"(n));
-}
-// The same with a shared-space address and the byte count (16, or 0 to
-// zero-fill) already chosen.
-// PF = 128: the copy also asks L2 to fetch the whole aligned 128-byte line
-// (for rows of >= 128 contiguous bytes that are read entirely: fewer,
-// larger DRAM requests).
+// 16-byte global -> shared copy of n bytes (16, or 0 to zero-fill the
+// destination), to a shared-space address.  PF = 128: the copy also asks L2
+// to fetch the whole aligned 128-byte line (for rows of >= 128 contiguous
+// bytes that are read entirely: fewer, larger DRAM requests).
 template <int PF = 0>
 __device__ __forceinline__ void cp_async_16_s(uint32_t smem, const void *gmem, int n) {
   static_assert(PF == 0 || PF == 128, "L2 prefetch size");
@@ -97,6 +90,10 @@ __device__ __forceinline__ void cp_async_16_s(uint32_t smem, const void *gmem, i
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
   else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
+}
+// The same from a generic pointer; valid == false zero-fills.
+__device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, bool valid) {
+  cp_async_16_s(smem_u32(smem), gmem, valid ? 16 : 0);
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }

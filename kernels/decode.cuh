@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     // Keys [vis_lo, vis_hi) are visible to every row of the item: tiles
     // inside skip the masks (rows past num_rows hold Q = 0, finite scores,
     // and are never written).
-    const int qmin = rq.q_pos0 + it.q_row0 / G, qmax = rq.q_pos0 + (it.q_row0 + it.num_rows - 1) / G;
+    const int qmin = ik.qmin, qmax = ik.qmax;
     int vis_hi = kend;
     if (causal && vis_hi > qmin + 1) vis_hi = qmin + 1;
     if (p.window_right >= 0 && vis_hi > qmin + p.window_right + 1) vis_hi = qmin + p.window_right + 1;
@@ -237,6 +237,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
       for (int kk = 0; kk < HS / 16; ++kk) q_frag(kk, qf[kk]);
     }
+    auto q_operand = [&](int kk, uint32_t (&a)[4]) {  // A fragment kk of Q
+      if constexpr (kQReg) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
+      } else {
+        q_frag(kk, a);
+      }
+    };
     int st_use = 0;  // stage of tile t
     for (int t = 0; t < nw; ++t) {
       if (t + NST - 1 < nw) issue(t + NST - 1);
@@ -258,12 +266,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
         for (int kk = 0; kk < HS / 16; ++kk) {
           uint32_t a[4];
-          if constexpr (kQReg) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
-          } else {
-            q_frag(kk, a);
-          }
+          q_operand(kk, a);
           const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + kk * 16);
           const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + kk * 16);
           uint32_t b0, b1, b2, b3;
@@ -277,12 +280,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
         for (int kk = 0; kk < HS / 16; ++kk) {
           uint32_t a[4], b[4];
-          if constexpr (kQReg) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
-          } else {
-            q_frag(kk, a);
-          }
+          q_operand(kk, a);
           ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 + 8 * ((lane >> 3) & 1));
           mma_16816<T>(s[0], a, b[0], b[1]);
           mma_16816<T>(s[1], a, b[2], b[3]);
@@ -390,12 +388,11 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         acc.z += wt * v.z;
         acc.w += wt * v.w;
       }
-      float lse = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
-      float f = L > 0.f ? p.v_scale / L : 0.f;
       const int lr = it.q_row0 + row;
       const int h = kvh * G + lr % G;
+      float lse, f;
+      final_stats(p, it, M, L, h, &lse, &f);
       if (it.ws_base < 0) {
-        if (p.sinks) apply_sink(p.sinks[h], &lse, &f);
         const int64_t tok = rq.q_start + lr / G;
         T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok +
                  static_cast<int64_t>(h) * p.o_stride_head + d;
