@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *sQ = smem;                   // Q buffer of unit u: sQ + (u & 1) kQBytes
   uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
-  // sOff[(g % ST) * BN + r]: (K, V) element offsets (kv head included) of
-  // key r of the CTA's g-th tile, computed an iteration before its copies.
+  // sOff[(g % ST) * BN + r]: global addresses of the K and V rows of key r
+  // of the CTA's g-th tile, computed an iteration before its copies.
   longlong2 *sOff = reinterpret_cast<longlong2 *>(sKV + ST * 2 * S::kTileBytes);
   // sValid[g % ST]: keys of tile g to copy (the rest is zero-filled); -1: no tile g.
   int *sValid = reinterpret_cast<int *>(sOff + ST * BN);
@@ -113,7 +113,6 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
   const int gq = lane >> 2, tq = lane & 3;
   const int G = p.group;
-  const T *kbase = static_cast<const T *>(p.k), *vbase = static_cast<const T *>(p.v);
   const int bs = p.block_size;
   const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
   ScoreCtx sc = score_ctx_of(p);
@@ -239,6 +238,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     }
   };
   // Tile g -> stage g % ST (its sOff / sValid entries in place).
+  const int ch16 = ch * 16;
   auto load_kv = [&](int g) {
     const int st = g % ST, nv = sValid[st];
     if (nv < 0) return;
@@ -248,31 +248,44 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     for (int i = 0; i < BN / RP; ++i) {
       const int r = r0 + i * RP;
       const longlong2 o = sOff[st * BN + r];
-      cp_async_16(dk + i * RP * 128, kbase + o.x + ch * 8, r < nv);
-      cp_async_16(dv + i * RP * 128, vbase + o.y + ch * 8, r < nv);
+      cp_async_16(dk + i * RP * 128, reinterpret_cast<const char *>(o.x) + ch16, r < nv);
+      cp_async_16(dv + i * RP * 128, reinterpret_cast<const char *>(o.y) + ch16, r < nv);
     }
   };
   // The key-offset step walks the CTA's tiles ST ahead of the compute:
-  // (ou, ot) = unit and tile of the next tile to prepare.  Threads tid < BN
-  // compute key tid's offsets (masked keys point at the head's base: a valid
-  // address, never read); every thread gets the valid-key count (-1 past the
-  // CTA's last tile).
+  // (ou, ot) = unit and tile of the next tile to prepare; the unit's fields
+  // are read from the ring at its first tile and kept in registers.
+  // Threads tid < BN compute the addresses of key tid's K and V rows (masked
+  // keys point at the head's first row: a valid address, never read); every
+  // thread gets the valid-key count (-1 past the CTA's last tile).
   int ou = 0, ot = 0;
+  int cu_kstart = 0, cu_kend = 0, cu_ntiles = 0, cu_kv_start = 0;
+  int64_t cu_kb = 0, cu_vb = 0;  // the unit's K / V head base addresses
+  const int32_t *cu_bt = p.block_table;
   auto tile_offsets = [&](longlong2 &off, int &nv) {
-    off = make_longlong2(0, 0);
-    nv = -1;
-    const UnitSlot &s = ring[ou % kUnitRing];
-    if (s.ntiles == 0) return;
-    const int k0 = s.kstart + ot * BN;
-    nv = min(max(s.kend - k0, 0), BN);
-    const int64_t hk = s.kvh * p.k_stride_head, hv = s.kvh * p.v_stride_head;
-    if (tid < nv) {
-      const int32_t *bt_row = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
-      off = key_offsets(p, s.rq, bt_row, bs_shift, k0 + tid);
+    if (ot == 0) {
+      const UnitSlot &s = ring[ou % kUnitRing];
+      cu_ntiles = s.ntiles;
+      cu_kstart = s.kstart;
+      cu_kend = s.kend;
+      cu_kv_start = s.rq.kv_start;
+      cu_bt = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
+      cu_kb = reinterpret_cast<int64_t>(p.k) + static_cast<int64_t>(s.kvh) * p.k_stride_head * sizeof(T);
+      cu_vb = reinterpret_cast<int64_t>(p.v) + static_cast<int64_t>(s.kvh) * p.v_stride_head * sizeof(T);
     }
-    off.x += hk;
-    off.y += hv;
-    if (++ot == s.ntiles) {
+    off = make_longlong2(cu_kb, cu_vb);
+    nv = -1;
+    if (cu_ntiles == 0) return;
+    const int k0 = cu_kstart + ot * BN;
+    nv = min(max(cu_kend - k0, 0), BN);
+    if (tid < nv) {
+      AttnReq r{};  // key_offsets reads kv_start only (dense K / V)
+      r.kv_start = cu_kv_start;
+      const longlong2 o = key_offsets(p, r, cu_bt, bs_shift, k0 + tid);
+      off.x += o.x * static_cast<int64_t>(sizeof(T));
+      off.y += o.y * static_cast<int64_t>(sizeof(T));
+    }
+    if (++ot == cu_ntiles) {
       ++ou;
       ot = 0;
     }
