@@ -315,8 +315,14 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   __syncthreads();
 
   // wgmma descriptors (start addresses advance in 16-byte units).
+  // The descriptors differ in their low words only (start address, LBO) and
+  // start addresses stay below 2^14 units (shared memory < 256 KiB), so the
+  // offsets are 32-bit adds on the low word.
   const uint64_t descK0 = wgmma_desc(aKV, 16, 1024);
   const uint64_t descV0 = wgmma_desc(aKV + S::kTileBytes, BN * 128, 1024);
+  const uint64_t desc_hi = descK0 & 0xFFFFFFFF00000000ull;
+  const uint32_t dK0 = static_cast<uint32_t>(descK0), dV0 = static_cast<uint32_t>(descV0);
+  auto desc_at = [&](uint32_t lo) { return desc_hi | lo; };
   auto stage16 = [](int g) { return static_cast<uint32_t>((g % ST) * 2 * S::kTileBytes) >> 4; };
 
   int g = 0;  // the CTA's tile counter (stage g % ST)
@@ -338,7 +344,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
     uint8_t *sQu = sQ + (u & 1) * S::kQBytes;
-    const uint64_t descQ = wgmma_desc(aQ + (u & 1) * S::kQBytes + wg * 64 * 128, 16, 1024);
+    const uint32_t dQ0 = static_cast<uint32_t>(wgmma_desc(aQ + (u & 1) * S::kQBytes + wg * 64 * 128, 16, 1024));
 
     const int wrow0 = warp * 16;
     int head[2];
@@ -364,14 +370,14 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       for (int kk = 0; kk < HS / 16; ++kk) {
         const uint32_t qoff = ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
         const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-        wgmma_ss<BN, T>(s, descQ + qoff, descK0 + stage16(gt) + koff, kk > 0);
+        wgmma_ss<BN, T>(s, desc_at(dQ0 + qoff), desc_at(dK0 + stage16(gt) + koff), kk > 0);
       }
       wgmma_commit();
     };
     auto issue_pv = [&](int gt) {  // O += P V of the CTA's tile gt
 #pragma unroll
       for (int k2 = 0; k2 < BN / 16; ++k2)
-        wgmma_rs_tb<HS, T>(o, pa[k2], descV0 + stage16(gt) + ((k2 * 16 * 128) >> 4));
+        wgmma_rs_tb<HS, T>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
       wgmma_commit();
     };
     // Scale / soft-cap / ALiBi / masks and the softmax step on S of the
