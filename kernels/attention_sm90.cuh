@@ -237,10 +237,10 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       cp_async_16(dq + i * RP * 128, row < rows ? src + ch * 8 : p.q, row < rows);
     }
   };
-  // Tile g -> stage g % ST (its sOff / sValid entries in place).
+  // The tile in stage st (its sOff / sValid entries in place).
   const int ch16 = ch * 16;
-  auto load_kv = [&](int g) {
-    const int st = g % ST, nv = sValid[st];
+  auto load_kv = [&](int st) {
+    const int nv = sValid[st];
     if (nv < 0) return;
     uint8_t *dk = sKV + st * 2 * S::kTileBytes + dKV;
     uint8_t *dv = dk + S::kTileBytes;
@@ -323,9 +323,11 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   const uint64_t desc_hi = descK0 & 0xFFFFFFFF00000000ull;
   const uint32_t dK0 = static_cast<uint32_t>(descK0), dV0 = static_cast<uint32_t>(descV0);
   auto desc_at = [&](uint32_t lo) { return desc_hi | lo; };
-  auto stage16 = [](int g) { return static_cast<uint32_t>((g % ST) * 2 * S::kTileBytes) >> 4; };
+  auto stage16 = [](int st) { return static_cast<uint32_t>(st * 2 * S::kTileBytes) >> 4; };
+  auto next_stage = [](int st) { return st == ST - 1 ? 0 : st + 1; };
+  auto prev_stage = [](int st) { return st == 0 ? ST - 1 : st - 1; };
 
-  int g = 0;  // the CTA's tile counter (stage g % ST)
+  int g = 0;  // stage of the CTA's next tile (its tile counter mod ST)
 #pragma unroll 1
   for (int u = 0;; ++u) {
     if (u > 0) {
@@ -365,7 +367,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     // The wgmma issue paths below are uniform over the warpgroup (no
     // per-warpgroup tile skipping: a warpgroup that sees none of a tile
     // multiplies it and masks it all), so the MMAs stay asynchronous.
-    auto issue_s = [&](int gt) {  // S = Q K^T of the CTA's tile gt
+    auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt
 #pragma unroll
       for (int kk = 0; kk < HS / 16; ++kk) {
         const uint32_t qoff = ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
@@ -374,7 +376,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       }
       wgmma_commit();
     };
-    auto issue_pv = [&](int gt) {  // O += P V of the CTA's tile gt
+    auto issue_pv = [&](int gt) {  // O += P V of the tile in stage gt
 #pragma unroll
       for (int k2 = 0; k2 < BN / 16; ++k2)
         wgmma_rs_tb<HS, T>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
@@ -401,18 +403,19 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
         pa[k2][3] = Elem<T>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
       }
     };
-    // Tile gt + 1 landed (visible to wgmma); after the barrier no warpgroup
-    // reads buffer gt - 1 any more: tile gt + 2 is fetched into it.
-    // off / nv: tile gt + ST's offsets and key count, computed at the start
-    // of the iteration and stored into tile gt's slots (its copies were
-    // issued two iterations ago) here, before the barrier publishes them.
+    // (Stage gt holds the current tile.)  The next tile landed (visible to
+    // wgmma); after the barrier no warpgroup reads the previous stage any
+    // more: the tile after next is fetched into it.  off / nv: the offsets
+    // and key count of the tile ST ahead, computed at the start of the
+    // iteration and stored into stage gt's slots (its copies were issued two
+    // iterations ago) here, before the barrier publishes them.
     auto next_tile = [&](int gt, const longlong2 &off, int nv) {
-      if (tid < BN) sOff[(gt % ST) * BN + tid] = off;
-      if (tid == 0) sValid[gt % ST] = nv;
+      if (tid < BN) sOff[gt * BN + tid] = off;
+      if (tid == 0) sValid[gt] = nv;
       cp_async_wait_group<0>();
       fence_proxy_async();
       __syncthreads();
-      load_kv(gt + 2);
+      load_kv(prev_stage(gt));
       cp_async_commit();
     };
 
@@ -428,19 +431,19 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       softmax_tile(0, alpha);  // O is still zero: no rescale
       pack_p();
       next_tile(g, off, nv);
-      ++g;
+      g = next_stage(g);
 #pragma unroll 1
-      for (int t = 1; t < ntiles; ++t, ++g) {
+      for (int t = 1; t < ntiles; ++t, g = next_stage(g)) {
         tile_offsets(off, nv);
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         wgmma_fence();
         issue_s(g);
-        issue_pv(g - 1);  // under this tile's softmax
+        issue_pv(prev_stage(g));  // under this tile's softmax
         wgmma_wait<1>();
         wgmma_fence_regs(s);
         const bool rescale = softmax_tile(t, alpha);
-        wgmma_wait<0>();  // P V of tile g - 1 landed: O and pa are free
+        wgmma_wait<0>();  // P V of the previous tile landed: O and pa are free
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         if (rescale) rescale_rows(o, alpha);
@@ -450,7 +453,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       wgmma_fence_regs(o);
       wgmma_fence_regs(pa);
       wgmma_fence();
-      issue_pv(g - 1);
+      issue_pv(prev_stage(g));
       wgmma_wait<0>();
       wgmma_fence_regs(o);
     }
