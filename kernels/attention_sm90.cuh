@@ -356,6 +356,18 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     const int wqmin = qpos0 + (it.q_row0 + wrow0) / G;
     const int wlast = (warp_full ? wrow0 + 16 : it.num_rows) - 1;
     const int wqmax = qpos0 + (it.q_row0 + (warp_active ? wlast : wrow0)) / G;
+    // The unit's tiles t_lo <= t < t_hi are visible to every row of the warp
+    // (no masks): key k0 + BN - 1 < kend, causal and right-window bounds of
+    // the warp's first row, left-window bound of its last.
+    int t_lo = 0, t_hi = 0;
+    if (warp_full) {
+      int hi = kend;
+      if (sc.causal && hi > wqmin + 1) hi = wqmin + 1;
+      if (p.window_right >= 0 && p.window_right < hi - wqmin) hi = wqmin + p.window_right + 1;
+      t_hi = hi - kstart >= BN ? (hi - kstart - BN) / BN + 1 : 0;
+      if (p.window_left >= 0 && wqmax - p.window_left > kstart)
+        t_lo = (wqmax - p.window_left - kstart + BN - 1) / BN;
+    }
 
     float o[DF][4];
 #pragma unroll
@@ -385,13 +397,9 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     // Scale / soft-cap / ALiBi / masks and the softmax step on S of the
     // unit's tile t (the unmasked path when the warp sees the whole tile).
     auto softmax_tile = [&](int t, float (&alpha)[2]) {
-      const int k0 = kstart + t * BN, klast = k0 + BN - 1;
-      bool full = warp_full && klast < kend;
-      if (sc.causal) full = full && klast <= wqmin;
-      if (p.window_left >= 0) full = full && wqmax - k0 <= p.window_left;
-      if (p.window_right >= 0) full = full && klast - wqmin <= p.window_right;
+      const int k0 = kstart + t * BN;
       const float pre = scores_to_logits(s, sc, rc, k0, tq);
-      if (!full) apply_masks(s, sc, rc, k0, tq);
+      if (t < t_lo || t >= t_hi) apply_masks(s, sc, rc, k0, tq);
       return softmax_update(s, m, l, alpha, pre);
     };
     auto pack_p = [&]() {
@@ -422,8 +430,8 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     {
       float alpha[2];
       longlong2 off;
-      int nv;
-      tile_offsets(off, nv);
+      int nv = -1;
+      if (warp < BN / 32) tile_offsets(off, nv);  // only threads tid < BN store them
       wgmma_fence();
       issue_s(g);
       wgmma_wait<0>();
@@ -434,7 +442,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
       g = next_stage(g);
 #pragma unroll 1
       for (int t = 1; t < ntiles; ++t, g = next_stage(g)) {
-        tile_offsets(off, nv);
+        if (warp < BN / 32) tile_offsets(off, nv);
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         wgmma_fence();
