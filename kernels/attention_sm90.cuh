@@ -29,10 +29,10 @@
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
 //   2 x Q [HS / 64][BM][64], 3 x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
-//   3 x BN (K, V) int64 element offsets, 3 key counts, 8 unit records.
+//   3 x BN (K, V) global row addresses, 3 key counts, 8 unit records.
 // HS = 128: 64 + 3 x 48 + 4.5 + 0.8 KiB (+1 KiB alignment slack) = 214.3
 // KiB, one CTA per SM.  Registers: S BN / 2 + O HS / 2 fp32 and P BN / 4
-// 32-bit per thread (227 at head size 128).
+// 32-bit per thread (238 in all at head size 128, no spills: ptxas -v).
 #pragma once
 
 #include "attention_item.cuh"
