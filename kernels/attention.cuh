@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     // zero-filled by the loader.
     auto fill_offsets = [&](int t, int idx) {
       const int j0 = kstart + t * BN + idx;
-      sOff[(t % S::kStages) * BN + idx] = key_offsets(p, rq, bt_row, bs_shift, j0 < kend ? j0 : kstart);
+      sOff[(t % S::kStages) * BN + idx] = key_offsets(p, rq.kv_start, bt_row, bs_shift, j0 < kend ? j0 : kstart);
     };
     const KVT *kh = kbase + static_cast<int64_t>(kvh) * p.k_stride_head;
     const KVT *vh = vbase + static_cast<int64_t>(kvh) * p.v_stride_head;

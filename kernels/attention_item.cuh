@@ -86,28 +86,24 @@ __device__ __forceinline__ int key_block(const AttnParams &p, const int32_t *bt_
   return bt_row[bs_shift >= 0 ? j >> bs_shift : j / p.block_size];
 }
 
-// (K, V) element offsets of key j of a request (from its head's base), the
-// key's block-table entry `blk` already read when paged.
-__device__ __forceinline__ longlong2 key_offsets_in(const AttnParams &p, const AttnReq &rq, int64_t blk,
-                                                   int bs_shift, int j) {
+// (K, V) element offsets of key j of a request, from its head's base: one
+// block-table lookup when paged; kv_start: the request's first row in dense
+// K / V (AttnReq::kv_start, unused when paged).
+__device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, int kv_start,
+                                                 const int32_t *bt_row, int bs_shift, int j) {
   longlong2 o;
   if (p.paged) {
+    const int64_t blk = key_block(p, bt_row, bs_shift, j);
     const int bs = p.block_size;
     const int64_t off = bs_shift >= 0 ? j & (bs - 1) : j % bs;
     o.x = blk * p.k_stride_block + off * p.k_stride_tok;
     o.y = blk * p.v_stride_block + off * p.v_stride_tok;
   } else {
-    const int64_t tk = rq.kv_start + j;
+    const int64_t tk = static_cast<int64_t>(kv_start) + j;
     o.x = tk * p.k_stride_tok;
     o.y = tk * p.v_stride_tok;
   }
   return o;
-}
-
-// (K, V) element offsets of key j of a request: one block-table lookup when paged.
-__device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, const AttnReq &rq,
-                                                 const int32_t *bt_row, int bs_shift, int j) {
-  return key_offsets_in(p, rq, p.paged ? key_block(p, bt_row, bs_shift, j) : 0, bs_shift, j);
 }
 
 // Item rows -> (query token, head) without an integer division per row:

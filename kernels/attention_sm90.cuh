@@ -279,9 +279,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     const int k0 = cu_kstart + ot * BN;
     nv = min(max(cu_kend - k0, 0), BN);
     if (tid < nv) {
-      AttnReq r{};  // key_offsets reads kv_start only (dense K / V)
-      r.kv_start = cu_kv_start;
-      const longlong2 o = key_offsets(p, r, cu_bt, bs_shift, k0 + tid);
+      const longlong2 o = key_offsets(p, cu_kv_start, cu_bt, bs_shift, k0 + tid);
       off.x += o.x * static_cast<int64_t>(sizeof(T));
       off.y += o.y * static_cast<int64_t>(sizeof(T));
     }
