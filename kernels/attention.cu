@@ -29,25 +29,35 @@ bool attention_supported(int32_t elem, int32_t cache, int32_t hs) {
   }
 }
 
+// The current device (-1 when it cannot be asked or is out of the caches' range).
+static int current_device() {
+  int dev = 0;
+  return cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kMaxDevices ? dev : -1;
+}
+
+// Attribute A of device dev (0 <= dev < kMaxDevices), queried once per device
+// (racing first queries store the same value); -1 when the query fails.
+template <cudaDeviceAttr A>
+static int device_attr(int dev) {
+  static std::atomic<int> cache[kMaxDevices];  // value + 2; 1: failed; 0: not asked yet
+  int c = cache[dev].load(std::memory_order_relaxed);
+  if (c == 0) {
+    int v = 0;
+    c = cudaDeviceGetAttribute(&v, A, dev) == cudaSuccess && v >= 0 ? v + 2 : 1;
+    cache[dev].store(c, std::memory_order_relaxed);
+  }
+  return c - 2;
+}
+
 bool sm90_attention_enabled() {
   static const bool env_on = [] {
     const char *e = std::getenv("VATTN_CUDA_SM90");
     return !(e && e[0] == '0' && e[1] == '\0');
   }();
   if (!env_on) return false;
-  // Per device: 0 unknown, 1 off, 2 on (racing first queries store the same value).
-  static std::atomic<int8_t> state[kMaxDevices];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
-  int8_t st = state[dev].load(std::memory_order_relaxed);
-  if (st == 0) {
-    int major = 0, minor = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-    st = ok && major == 9 && minor == 0 ? 2 : 1;
-    state[dev].store(st, std::memory_order_relaxed);
-  }
-  return st == 2;
+  const int dev = current_device();
+  return dev >= 0 && device_attr<cudaDevAttrComputeCapabilityMajor>(dev) == 9 &&
+         device_attr<cudaDevAttrComputeCapabilityMinor>(dev) == 0;
 }
 
 int sm90_max_ctas() {
@@ -58,14 +68,9 @@ int sm90_max_ctas() {
     const long v = e ? std::strtol(e, nullptr, 10) : 0;
     return v > 0 && v < (1 << 20) ? static_cast<int>(v) : 0;
   }();
-  static std::atomic<int> count[kMaxDevices];  // multiprocessors; 0: not queried yet
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 1;
-  int n = count[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) n = 1;
-    count[dev].store(n, std::memory_order_relaxed);
-  }
+  const int dev = current_device();
+  const int sms = dev >= 0 ? device_attr<cudaDevAttrMultiProcessorCount>(dev) : -1;
+  const int n = sms >= 1 ? sms : 1;
   return env_cap > 0 && env_cap < n ? env_cap : n;
 }
 
