@@ -229,21 +229,23 @@ __device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &
 // applied as in plan_merge_kernel), writes the output rows and resets the
 // counter for the next launch.  Partials of other CTAs are read through L2
 // (__ldcg: L1 is not coherent).  `scratch` is the CTA's shared body (free
-// once the epilogue is done): weights [16][kMaxParts] + row stats.  Any
-// number of warps per CTA.
-template <class T, int HS>
+// once the epilogue is done): weights [16][kMaxParts] + row stats.  Run by
+// threads [0, nthreads) of the CTA (whole warps), which sync() makes wait
+// for each other (__syncthreads, or a named barrier over those threads).
+template <class T, int HS, class Sync>
 __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
-                                              const AttnReq &rq, int kvh, float *scratch) {
+                                              const AttnReq &rq, int kvh, float *scratch,
+                                              int nthreads, Sync sync) {
   __shared__ int s_last;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nwarps = blockDim.x >> 5;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nwarps = nthreads >> 5;
   const int parts = it.merge & 0xffff, idx = it.merge >> 16;
   const int rows = it.num_rows, G = p.group, nkv = p.num_kv_heads;
   const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
   int *ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
   __threadfence();  // this CTA's partial is visible before its arrival counts
-  __syncthreads();
+  sync();
   if (tid == 0) s_last = atomicAdd(ctr, 1) == parts - 1;
-  __syncthreads();
+  sync();
   if (!s_last) return;
   __threadfence();  // order the reads of the other partials after the count
   float *w = scratch;                              // [16][kMaxSelfMergeParts]
@@ -275,9 +277,9 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
       row_f[r] = mx == -INFINITY ? 0.f : fin;
     }
   }
-  __syncthreads();
+  sync();
   constexpr int D4 = HS / 4;
-  for (int e = tid; e < rows * D4; e += blockDim.x) {
+  for (int e = tid; e < rows * D4; e += nthreads) {
     const int r = e / D4, d = 4 * (e - r * D4);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
@@ -299,6 +301,13 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
     if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = row_lse[r];
   }
   if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
+}
+
+// merge_split_tile over the whole CTA.
+template <class T, int HS>
+__device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
+                                              const AttnReq &rq, int kvh, float *scratch) {
+  merge_split_tile<T, HS>(p, it, rq, kvh, scratch, static_cast<int>(blockDim.x), [] { __syncthreads(); });
 }
 
 }  // namespace kern

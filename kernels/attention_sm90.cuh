@@ -8,31 +8,38 @@
 //
 // Persistent: one CTA per SM (sm90_max_ctas()), each running a sequence of
 // units (unit = item x KV head) taken from the builder's claim order
-// (AttnParams::units; see the unit ring in the kernel).  The tiles of a
-// CTA's units form one stream: the copies of the next unit's first tiles
-// and its Q are in flight while the current unit finishes.
+// (AttnParams::units; see the unit ring in the kernel).
 //
-// CTA = 2 warpgroups (256 threads), BM = 128 query rows: warpgroup g owns
-// rows [64 g, 64 g + 64), warp w (0..7) rows [16 w, 16 w + 16), which is
-// attention_kernel's row split with one m16 tile per warp (MT = 1), so the
-// softmax and epilogue code is shared.  Keys stream in BN-key tiles (96 at
-// head size 128, 128 at 64) through 3 shared buffers (cp.async), one CTA
-// barrier per tile.  Per tile t a warpgroup
-//   issues S_t = Q K_t^T (wgmma m64nBNk16, Q and K from shared memory),
-//   issues O += P_{t-1} V_{t-1} (m64nHSk16, P from registers, V MN-major),
-//   waits for S_t and runs scale / soft-cap / ALiBi / masks / softmax on it
-//     while the P V product is still on the tensor cores,
-//   waits for P V, rescales O when the row maximum grew, packs P_t;
-// then every thread waits for tile t + 1, the barrier frees buffer t - 1 and
-// tile t + 2 is fetched into it.  The other warpgroup's work overlaps too.
-// Final rows leave through the unit's Q buffer as 16-byte stores.
+// Warp-specialised: CTA = 3 warpgroups (384 threads).
+//  - Warpgroup 2 (warps 8..11, the producer) keeps 40 registers per thread.
+//    It walks the CTA's units: it claims them and fills the unit ring, copies
+//    each unit's Q into one of two Q buffers and the unit's K / V tiles into
+//    a ring of kStages buffers (cp.async, one block-table lookup per key),
+//    running ahead of the consumers as far as the buffers allow.
+//  - Warpgroups 0 and 1 (the consumers, 232 registers per thread) only
+//    multiply and run the softmax: warpgroup g owns rows [64 g, 64 g + 64) of
+//    the unit's BM = 128 query rows, warp w (0..7) rows [16 w, 16 w + 16),
+//    which is attention_kernel's row split with one m16 tile per warp, so
+//    the softmax and epilogue code is shared.  Per tile t a warpgroup
+//      issues S_t = Q K_t^T (wgmma m64nBNk16, Q and K from shared memory),
+//      issues O += P_{t-1} V_{t-1} (m64nHSk16, P from registers, V MN-major),
+//      waits for S_t and runs scale / soft-cap / ALiBi / masks / softmax on it
+//        while the P V product is still on the tensor cores,
+//      waits for P V (then buffer t - 1 is released to the producer),
+//      rescales O when the row maximum grew, packs P_t.
+//    The two warpgroups do not wait for each other between tiles.
+// Hand-offs are mbarriers (wgmma.cuh): per K / V buffer `full` (the
+// producer's 128 threads arrive when their copies have landed) and `empty`
+// (the 8 consumer warps arrive when their products are done with it); per Q
+// buffer `qfull` (copies landed, the unit's ring slot written) and `qempty`
+// (the unit's epilogue, which stages the output rows in its Q buffer, is
+// done).  Final rows leave through the unit's Q buffer as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
-//   2 x Q [HS / 64][BM][64], 3 x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
-//   3 x BN (K, V) global row addresses, 3 key counts, 8 unit records.
-// HS = 128: 64 + 3 x 48 + 4.5 + 0.8 KiB (+1 KiB alignment slack) = 214.3
-// KiB, one CTA per SM.  Registers: S BN / 2 + O HS / 2 fp32 and P BN / 4
-// 32-bit per thread (238 in all at head size 128, no spills: ptxas -v).
+//   2 x Q [HS / 64][BM][64], kStages x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
+//   the mbarriers, 8 unit records.
+// HS = 128: 64 + 3 x 48 KiB + 0.9 KiB (+1 KiB alignment slack) = 209.9 KiB,
+// one CTA per SM.
 #pragma once
 
 #include "attention_item.cuh"
@@ -45,14 +52,18 @@ namespace kern {
 template <int HS>
 struct Sm90Shape {
   static_assert(HS % 64 == 0 && HS <= 128, "head size 64 or 128");
-  // Key tile: at head size 128, 96 keys (3 K / V buffers, Q and the offset
-  // ring fit in shared memory up to 112; H100, 112 against 96: -7% on
-  // 16x1024, +1.5% on 1x16384 causal); at head size 64, 128 keys.
-  static constexpr int BM = 128, BN = HS == 64 ? 128 : 96, kThreads = 256, kStages = 3;
+  // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
+  // shared memory), 128 at 64.
+  static constexpr int BM = 128, BN = HS == 64 ? 128 : 96, kStages = 3;
+  static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
+  // Registers per thread after the hand-over: 40 x 128 + 232 x 256 = 384 x 168
+  // (what the CTA gets at launch with __launch_bounds__(384, 1)).
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
-  static constexpr int kOffBytes = kStages * BN * 16;  // per-key (K, V) offset ring
-  static constexpr int kTableBytes = kOffBytes + 16 + 8 * 96;  // + key counts + unit ring
+  static constexpr int kBars = 2 * kStages + 4;   // full / empty per stage, qfull / qempty per Q buffer
+  static constexpr int kTableBytes = kBars * 8 + 8 * 96;  // + the unit ring
   static constexpr size_t smem_bytes() {
     return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kTableBytes;
   }
@@ -73,24 +84,25 @@ __device__ __forceinline__ uint32_t swz_chunk(int r, int ch) {
 // kvh < 0 / ntiles == 0: no such unit (the CTA's list has ended).  A real
 // unit has ntiles >= 1: a unit without keys runs one tile with every key
 // masked (its rows still get their zero output and -inf LSE), so each unit
-// passes at least one tile barrier -- the ring and the Q prefetch rely on it.
+// passes at least one tile through the pipeline.
 struct UnitSlot {
   AttnItem it;
   AttnReq rq;
   int kvh, qpos0, kstart, kend, ntiles, pad_[3];
 };
-constexpr int kUnitRing = 8;     // slots: units u - 1 .. u + 5 live at unit u
+constexpr int kUnitRing = 8;     // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
 static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 8 slots of 96 bytes");
 
 template <class T, int HS>
-__global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(384, 1) attention_sm90_kernel(const AttnParams p) {
 #if VATTN_SM90A
   using S = Sm90Shape<HS>;
   constexpr int BM = S::BM, BN = S::BN, ST = S::kStages;
   constexpr int DF = HS / 8;  // 8-wide output fragments
   constexpr int NF = BN / 8;  // 8-wide score fragments
   constexpr int CH = HS / 8;  // 16-byte chunks per row
+  constexpr int kRingWarp = S::kConsumers / 32;  // the producer's first warp
 
   const int nkv = p.num_kv_heads;
   const int n_units = *p.num_items * nkv;    // list positions [0, n_units); < 2^31
@@ -102,38 +114,39 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *sQ = smem;                   // Q buffer of unit u: sQ + (u & 1) kQBytes
   uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
-  // sOff[(g % ST) * BN + r]: global addresses of the K and V rows of key r
-  // of the CTA's g-th tile, computed an iteration before its copies.
-  longlong2 *sOff = reinterpret_cast<longlong2 *>(sKV + ST * 2 * S::kTileBytes);
-  // sValid[g % ST]: keys of tile g to copy (the rest is zero-filled); -1: no tile g.
-  int *sValid = reinterpret_cast<int *>(sOff + ST * BN);
-  UnitSlot *ring = reinterpret_cast<UnitSlot *>(sValid + 4);
-  const uint32_t aQ = smem_u32(sQ), aKV = smem_u32(sKV);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(sKV + ST * 2 * S::kTileBytes);
+  UnitSlot *ring = reinterpret_cast<UnitSlot *>(bars + S::kBars);
+  const uint32_t aQ = smem_u32(sQ), aKV = smem_u32(sKV), aBar = smem_u32(bars);
+  // mbarrier addresses: full[s], empty[s], qfull[b], qempty[b].
+  auto bar_full = [&](int s) { return aBar + 8u * s; };
+  auto bar_empty = [&](int s) { return aBar + 8u * (ST + s); };
+  auto bar_qfull = [&](int b) { return aBar + 8u * (2 * ST + b); };
+  auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + 2 + b); };
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
-  const int gq = lane >> 2, tq = lane & 3;
-  const int G = p.group;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
   const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
-  ScoreCtx sc = score_ctx_of(p);
 
   // ---- the unit ring.  The CTA's k-th unit comes from list position
   // pos_k: rounds k < kStaticRounds are dealt in snake order (CTA c takes
   // position c of even rounds, gridDim.x - 1 - c of odd ones), later units
   // are claimed from the launch's counter, so the CTAs that finish first
   // take more.  Positions only grow, so the first one past the list ends it.
-  // Lanes 0..7 of the last warp run a five-stage pipeline, one stage per
-  // unit start; at the start of unit u (after unit u - 1's epilogue, before
-  // the CTA barrier) they
+  // Lanes 0..7 of the producer's first warp run a five-stage pipeline, one
+  // stage per unit the producer starts; at the start of unit u they
   //   store the item of unit u + 4 and the request of unit u + 3 (loaded at
   //     the previous unit start) and derive unit u + 3's fields,
   //   load the item of unit u + 5 (its unit value from the previous start)
   //     and the request of unit u + 4,
   //   load the unit value of unit u + 6 (claimed at the previous start) and
   //     claim unit u + 7.
-  // Each load has a whole unit (>= one tile) to land; units u .. u + 3 are
-  // complete while unit u runs (the key-offset step reads up to 3 tiles
-  // ahead, so up to unit u + 3).
+  // Each load has a whole unit (>= one tile) to land.  Units u .. u + 3 are
+  // complete while the producer is in unit u (its key offsets read at most
+  // one unit ahead).  The consumers read unit u's slot once qfull of unit u
+  // completes.  The slots written at the producer's unit u start (u + 3 ..
+  // u + 5, i.e. u - 5 .. u - 3 mod 8) are past the consumers: the producer
+  // passed qempty of unit u - 1, so both consumer warpgroups are done with
+  // unit u - 3.
   const int C = gridDim.x, cta = blockIdx.x;
   auto static_pos = [&](int k) { return k * C + ((k & 1) ? C - 1 - cta : cta); };
   auto unit_at = [&](int pos) {  // -1: past the list
@@ -161,10 +174,21 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     s.kend = ik.kend;
     s.ntiles = ik.ntiles > 1 ? ik.ntiles : 1;
   };
-  // Lanes 0..7 of the last warp: wi / wr the next item / request word;
+
+  if (tid == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(bar_full(s), S::kProducers);
+      mbar_init(bar_empty(s), S::kConsumers / 32);
+    }
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(bar_qfull(b), S::kProducers + 1);  // + the ring slot's release
+      mbar_init(bar_qempty(b), S::kConsumers / 32);
+    }
+  }
+  // Lanes 0..7 of the ring warp: wi / wr the next item / request word;
   // lane 0: wv the next unit value, wp the next list position.
   int wi = 0, wr = 0, wv = -1, wp = 0;
-  if (warp == 7) {
+  if (warp == kRingWarp) {
     // The state after unit 0's start: units 0 .. 3 derived, units 4 and 5
     // with item and kvh (5's also in wi), unit 4's request (also in wr),
     // unit 6's value in wv and unit 7's position in wp.
@@ -188,129 +212,161 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
     if (lane < 8) wr = slot_words(4, true)[lane];
     if (lane < 4) derive(lane);
   }
-  auto ring_step = [&](int u) {  // lanes 0..7 of the last warp, at unit u >= 1
-    slot_words(u + 4, false)[lane] = wi;
-    slot_words(u + 3, true)[lane] = wr;
-    __syncwarp(0xffu);
-    if (lane == 0) derive(u + 3);
-    const int v = __shfl_sync(0xffu, wv, 0);  // unit u + 5
-    if (lane == 0) ring[(u + 5) % kUnitRing].kvh = v < 0 ? -1 : v % nkv;
-    if (v >= 0) wi = item_word(v, lane);
-    if (ring[(u + 4) % kUnitRing].kvh >= 0) wr = req_word(u + 4, lane);
-    if (lane == 0) {
-      wv = unit_at(wp);  // unit u + 6
-      const int k = u + 7;
-      wp = wp >= n_units ? wp : k < kStaticRounds ? static_pos(k) : kStaticRounds * C + atomicAdd(p.unit_ctr, 1);
-    }
-  };
+  __syncthreads();  // the barriers and the ring's first units
 
-  // ---- loaders.  Thread tid copies chunk column ch of rows r0 + i RP, so
-  // its swizzled destination is fixed up to the row step (RP % 8 == 0).
-  constexpr int RP = S::kThreads / CH;
-  constexpr int LPR = 32 / CH;  // rows a warp copies per step (the warp's rows: LPR x BM / RP = 16)
-  static_assert(S::kThreads % CH == 0 && RP % 8 == 0 && BN % RP == 0 && BM % RP == 0, "loader");
-  static_assert(LPR * (BM / RP) == 16, "Q rows per warp");
-  const int ch = tid % CH, r0 = tid / CH;
-  const uint32_t dQ = swz_chunk<BM>(r0, ch), dKV = swz_chunk<BN>(r0, ch);
-  // Q rows of unit r (rows past num_rows zero: masked anyway).
-  auto load_q = [&](int r) {
-    const UnitSlot &s = ring[r % kUnitRing];
-    if (s.ntiles == 0) return;
-    // The warp copies 16 rows (LPR per step); lane j < 16 computes the
-    // address of the warp's j-th row once, the copies take it by shuffle.
-    const RowMap rm = row_map_of(p, s.it, s.rq, s.kvh);
-    const int rows = s.it.num_rows;
-    const T *row_q;
-    {
-      const int j = lane & 15;
-      int64_t tok;
-      int h;
-      rm.of(warp * LPR + j % LPR + RP * (j / LPR), &tok, &h);
-      row_q = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head;
-    }
-    uint8_t *dq = sQ + (r & 1) * S::kQBytes + dQ;
-#pragma unroll
-    for (int i = 0; i < BM / RP; ++i) {
-      const int row = r0 + i * RP;
-      const T *src = reinterpret_cast<const T *>(
-          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_q), lane / CH + LPR * i));
-      cp_async_16(dq + i * RP * 128, row < rows ? src + ch * 8 : p.q, row < rows);
-    }
-  };
-  // The tile in stage st (its sOff / sValid entries in place).
-  const int ch16 = ch * 16;
-  auto load_kv = [&](int st) {
-    const int nv = sValid[st];
-    if (nv < 0) return;
-    uint8_t *dk = sKV + st * 2 * S::kTileBytes + dKV;
-    uint8_t *dv = dk + S::kTileBytes;
-#pragma unroll
-    for (int i = 0; i < BN / RP; ++i) {
-      const int r = r0 + i * RP;
-      const longlong2 o = sOff[st * BN + r];
-      cp_async_16(dk + i * RP * 128, reinterpret_cast<const char *>(o.x) + ch16, r < nv);
-      cp_async_16(dv + i * RP * 128, reinterpret_cast<const char *>(o.y) + ch16, r < nv);
-    }
-  };
-  // The key-offset step walks the CTA's tiles ST ahead of the compute:
-  // (ou, ot) = unit and tile of the next tile to prepare; the unit's fields
-  // are read from the ring at its first tile and kept in registers.
-  // Threads tid < BN compute the addresses of key tid's K and V rows (masked
-  // keys point at the head's first row: a valid address, never read); every
-  // thread gets the valid-key count (-1 past the CTA's last tile).
-  int ou = 0, ot = 0;
-  int cu_kstart = 0, cu_kend = 0, cu_ntiles = 0, cu_kv_start = 0;
-  int64_t cu_kb = 0, cu_vb = 0;  // the unit's K / V head base addresses
-  const int32_t *cu_bt = p.block_table;
-  auto tile_offsets = [&](longlong2 &off, int &nv) {
-    if (ot == 0) {
-      const UnitSlot &s = ring[ou % kUnitRing];
-      cu_ntiles = s.ntiles;
-      cu_kstart = s.kstart;
-      cu_kend = s.kend;
-      cu_kv_start = s.rq.kv_start;
-      cu_bt = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
-      cu_kb = reinterpret_cast<int64_t>(p.k) + static_cast<int64_t>(s.kvh) * p.k_stride_head * sizeof(T);
-      cu_vb = reinterpret_cast<int64_t>(p.v) + static_cast<int64_t>(s.kvh) * p.v_stride_head * sizeof(T);
-    }
-    off = make_longlong2(cu_kb, cu_vb);
-    nv = -1;
-    if (cu_ntiles == 0) return;
-    const int k0 = cu_kstart + ot * BN;
-    nv = min(max(cu_kend - k0, 0), BN);
-    if (tid < nv) {
-      const longlong2 o = key_offsets(p, cu_kv_start, cu_bt, bs_shift, k0 + tid);
-      off.x += o.x * static_cast<int64_t>(sizeof(T));
-      off.y += o.y * static_cast<int64_t>(sizeof(T));
-    }
-    if (++ot == cu_ntiles) {
-      ++ou;
-      ot = 0;
-    }
-  };
+  if (warp >= kRingWarp) {
+    // ================= producer =================
+    setmaxnreg_dec<S::kProducerRegs>();
+    const int pw = warp - kRingWarp;  // 0..3
+    auto ring_step = [&](int u) {     // lanes 0..7 of the ring warp, at unit u >= 1
+      slot_words(u + 4, false)[lane] = wi;
+      slot_words(u + 3, true)[lane] = wr;
+      __syncwarp(0xffu);
+      if (lane == 0) derive(u + 3);
+      const int v = __shfl_sync(0xffu, wv, 0);  // unit u + 5
+      if (lane == 0) ring[(u + 5) % kUnitRing].kvh = v < 0 ? -1 : v % nkv;
+      if (v >= 0) wi = item_word(v, lane);
+      if (ring[(u + 4) % kUnitRing].kvh >= 0) wr = req_word(u + 4, lane);
+      if (lane == 0) {
+        wv = unit_at(wp);  // unit u + 6
+        const int k = u + 7;
+        wp = wp >= n_units ? wp
+             : k < kStaticRounds ? static_pos(k)
+                                 : kStaticRounds * C + atomicAdd(p.unit_ctr, 1);
+      }
+    };
 
-  // ---- prologue: offsets of tiles 0 .. ST - 1; group 0: Q of unit 0 and
-  // tile 0, group 1: tile 1, group 2: Q of unit 1.
-  __syncthreads();  // the ring's first units
-#pragma unroll 1
-  for (int g = 0; g < ST; ++g) {
-    longlong2 off;
+    // Copies: warp pw copies rows [pw RPW, pw RPW + RPW) of a K / V tile and
+    // rows [32 pw, 32 pw + 32) of a Q tile; a step covers LPR rows of CH
+    // chunks, lane -> (row cr + LPR i, chunk cc), so each row is read by
+    // CH consecutive lanes (coalesced).  Row addresses are computed once by
+    // lane j for the warp's j-th row and taken by shuffle.
+    constexpr int RPW = BN / 4, LPR = 32 / CH;
+    static_assert(BN % 4 == 0 && RPW <= 32 && RPW % LPR == 0 && 32 % CH == 0, "producer copy split");
+    const int cc = lane % CH, cr = lane / CH;
+
+    // Q rows of unit r (rows past num_rows zero: never stored).
+    auto load_q = [&](int r) {
+      const UnitSlot &s = ring[r % kUnitRing];
+      const RowMap rm = row_map_of(p, s.it, s.rq, s.kvh);
+      const int rows = s.it.num_rows;
+      const T *row_q;
+      {
+        int64_t tok;
+        int h;
+        rm.of(32 * pw + lane, &tok, &h);
+        row_q = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head;
+      }
+      const uint32_t dq = aQ + (r & 1) * S::kQBytes;
+#pragma unroll 4
+      for (int i = 0; i < 32 / LPR; ++i) {
+        const int wr_ = cr + LPR * i, row = 32 * pw + wr_;
+        const T *src = reinterpret_cast<const T *>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_q), wr_));
+        cp_async_16_s(dq + swz_chunk<BM>(row, cc), row < rows ? src + cc * 8 : p.q, row < rows ? 16 : 0);
+      }
+    };
+
+    // Key offsets walk the CTA's tiles one ahead of the copies: (ou, ot) =
+    // unit and tile of the next tile to prepare; the unit's fields are read
+    // from the ring at its first tile and kept in registers.  Lane j < RPW
+    // gets the K and V row addresses of the warp's j-th key (masked keys:
+    // the head's first row, never read: zero-filled); nv: the tile's keys.
+    int ou = 0, ot = 0;
+    int cu_kstart = 0, cu_kend = 0, cu_ntiles = 0, cu_kv_start = 0;
+    int64_t cu_kb = 0, cu_vb = 0;  // the unit's K / V head base addresses
+    const int32_t *cu_bt = p.block_table;
+    auto tile_offsets = [&](int64_t &ka, int64_t &va, int &nv) {
+      if (ot == 0) {
+        const UnitSlot &s = ring[ou % kUnitRing];
+        cu_ntiles = s.ntiles;
+        cu_kstart = s.kstart;
+        cu_kend = s.kend;
+        cu_kv_start = s.rq.kv_start;
+        cu_bt = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
+        cu_kb = reinterpret_cast<int64_t>(p.k) + static_cast<int64_t>(s.kvh) * p.k_stride_head * sizeof(T);
+        cu_vb = reinterpret_cast<int64_t>(p.v) + static_cast<int64_t>(s.kvh) * p.v_stride_head * sizeof(T);
+      }
+      ka = cu_kb;
+      va = cu_vb;
+      nv = 0;
+      if (cu_ntiles == 0) return;
+      const int k0 = cu_kstart + ot * BN;
+      nv = min(max(cu_kend - k0, 0), BN);
+      const int kr = pw * RPW + lane;
+      if (lane < RPW && kr < nv) {
+        const longlong2 o = key_offsets(p, cu_kv_start, cu_bt, bs_shift, k0 + kr);
+        ka += o.x * static_cast<int64_t>(sizeof(T));
+        va += o.y * static_cast<int64_t>(sizeof(T));
+      }
+      if (++ot == cu_ntiles) {
+        ++ou;
+        ot = 0;
+      }
+    };
+    auto load_kv = [&](int st, int64_t ka, int64_t va, int nv) {
+      const uint32_t dk = aKV + st * 2 * S::kTileBytes, dv = dk + S::kTileBytes;
+#pragma unroll 4
+      for (int i = 0; i < RPW / LPR; ++i) {
+        const int wr_ = cr + LPR * i, r = pw * RPW + wr_;
+        const int n = r < nv ? 16 : 0;
+        const uint32_t o = swz_chunk<BN>(r, cc);
+        const char *ks = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, ka, wr_));
+        const char *vs = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, va, wr_));
+        cp_async_16_s(dk + o, ks + cc * 16, n);
+        cp_async_16_s(dv + o, vs + cc * 16, n);
+      }
+    };
+
+    int64_t ka, va;
     int nv;
-    tile_offsets(off, nv);
-    if (tid < BN) sOff[g * BN + tid] = off;
-    if (tid == 0) sValid[g] = nv;
+    tile_offsets(ka, va, nv);
+    int st = 0;
+    uint32_t ph = 0;  // parity of the stage's current fill
+#pragma unroll 1
+    for (int u = 0;; ++u) {
+      if (u > 0) {
+        if (warp == kRingWarp && lane < 8) ring_step(u);
+        named_barrier_sync(1, S::kProducers);  // the ring's new slots
+      }
+      const int nt = ring[u % kUnitRing].ntiles;
+      // Q buffer u & 1 was last used by unit u - 2.
+      mbar_wait(bar_qempty(u & 1), ((u >> 1) & 1) ^ 1);
+      if (nt > 0) load_q(u);
+      mbar_arrive_cp_async(bar_qfull(u & 1));
+      if (tid == S::kConsumers) mbar_arrive(bar_qfull(u & 1));  // publishes the ring (ring warp, lane 0)
+      if (nt == 0) break;
+#pragma unroll 1
+      for (int t = 0; t < nt; ++t) {
+        mbar_wait(bar_empty(st), ph ^ 1);
+        load_kv(st, ka, va, nv);
+        mbar_arrive_cp_async(bar_full(st));
+        tile_offsets(ka, va, nv);  // the next tile's (past the last unit: nv = 0, unused)
+        if (++st == ST) {
+          st = 0;
+          ph ^= 1;
+        }
+      }
+    }
+    cp_async_wait_all();
+    // Re-arm the counters for the next launch: the last CTA to leave resets
+    // them (every claim of a CTA precedes its exit count: same thread, fence).
+    if (warp == kRingWarp && lane == 0) {
+      __threadfence();
+      if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+        atomicExch(p.unit_ctr, 0);
+        atomicExch(p.unit_ctr + 1, 0);
+      }
+    }
+    return;
   }
-  load_q(0);
-  __syncthreads();
-  load_kv(0);
-  cp_async_commit();
-  load_kv(1);
-  cp_async_commit();
-  load_q(1);
-  cp_async_commit();
-  cp_async_wait_group<2>();
-  fence_proxy_async();  // Q of unit 0 and tile 0 become visible to wgmma
-  __syncthreads();
+
+  // ================= consumers (threads 0..255) =================
+  setmaxnreg_inc<S::kConsumerRegs>();
+  const int wg = warp >> 2;
+  const int gq = lane >> 2, tq = lane & 3;
+  const int G = p.group;
+  ScoreCtx sc = score_ctx_of(p);
 
   // wgmma descriptors (start addresses advance in 16-byte units).
   // The descriptors differ in their low words only (start address, LBO) and
@@ -322,20 +378,26 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
   const uint32_t dK0 = static_cast<uint32_t>(descK0), dV0 = static_cast<uint32_t>(descV0);
   auto desc_at = [&](uint32_t lo) { return desc_hi | lo; };
   auto stage16 = [](int st) { return static_cast<uint32_t>(st * 2 * S::kTileBytes) >> 4; };
-  auto next_stage = [](int st) { return st == ST - 1 ? 0 : st + 1; };
-  auto prev_stage = [](int st) { return st == 0 ? ST - 1 : st - 1; };
 
-  int g = 0;  // stage of the CTA's next tile (its tile counter mod ST)
+  int g = 0;        // stage of the CTA's next tile
+  uint32_t gph = 0;  // parity of its current fill
+  auto wait_tile = [&]() {
+    mbar_wait(bar_full(g), gph);
+    __syncwarp();
+  };
+  auto release = [&](int st) {  // this warp's products are done with stage st
+    if (lane == 0) mbar_arrive(bar_empty(st));
+  };
+  auto advance = [&]() {
+    if (++g == ST) {
+      g = 0;
+      gph ^= 1;
+    }
+  };
 #pragma unroll 1
   for (int u = 0;; ++u) {
-    if (u > 0) {
-      // Unit u - 1's epilogue (and merge) is done with its Q buffer: unit
-      // u + 1's Q goes there (it lands at the end of unit u's first tile).
-      if (warp == 7 && lane < 8) ring_step(u);
-      __syncthreads();
-      load_q(u + 1);
-      cp_async_commit();
-    }
+    mbar_wait(bar_qfull(u & 1), (u >> 1) & 1);
+    __syncwarp();
     const UnitSlot &us = ring[u % kUnitRing];
     if (us.ntiles == 0) break;
     const AttnItem it = us.it;
@@ -409,69 +471,53 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
         pa[k2][3] = Elem<T>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
       }
     };
-    // (Stage gt holds the current tile.)  The next tile landed (visible to
-    // wgmma); after the barrier no warpgroup reads the previous stage any
-    // more: the tile after next is fetched into it.  off / nv: the offsets
-    // and key count of the tile ST ahead, computed at the start of the
-    // iteration and stored into stage gt's slots (its copies were issued two
-    // iterations ago) here, before the barrier publishes them.
-    auto next_tile = [&](int gt, const longlong2 &off, int nv) {
-      if (tid < BN) sOff[gt * BN + tid] = off;
-      if (tid == 0) sValid[gt] = nv;
-      cp_async_wait_group<0>();
-      fence_proxy_async();
-      __syncthreads();
-      load_kv(prev_stage(gt));
-      cp_async_commit();
-    };
 
     {
       float alpha[2];
-      longlong2 off;
-      int nv = -1;
-      if (warp < BN / 32) tile_offsets(off, nv);  // only threads tid < BN store them
+      int prev = g;
+      wait_tile();
       wgmma_fence();
       issue_s(g);
       wgmma_wait<0>();
       wgmma_fence_regs(s);
       softmax_tile(0, alpha);  // O is still zero: no rescale
       pack_p();
-      next_tile(g, off, nv);
-      g = next_stage(g);
+      advance();
 #pragma unroll 1
-      for (int t = 1; t < ntiles; ++t, g = next_stage(g)) {
-        if (warp < BN / 32) tile_offsets(off, nv);
+      for (int t = 1; t < ntiles; ++t) {
+        wait_tile();
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         wgmma_fence();
         issue_s(g);
-        issue_pv(prev_stage(g));  // under this tile's softmax
+        issue_pv(prev);  // under this tile's softmax
         wgmma_wait<1>();
         wgmma_fence_regs(s);
         const bool rescale = softmax_tile(t, alpha);
-        wgmma_wait<0>();  // P V of the previous tile landed: O and pa are free
+        wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
+        release(prev);
         if (rescale) rescale_rows(o, alpha);
         pack_p();
-        next_tile(g, off, nv);
+        prev = g;
+        advance();
       }
       wgmma_fence_regs(o);
       wgmma_fence_regs(pa);
       wgmma_fence();
-      issue_pv(prev_stage(g));
+      issue_pv(prev);
       wgmma_wait<0>();
       wgmma_fence_regs(o);
+      release(prev);
     }
 
     if (warp_active) {
       if (it.ws_base < 0) {
-        // Final rows: the warp's 16 normalised rows go through its slice of
-        // the unit's Q buffer (free: every S product of the warpgroup has
-        // landed, and the other warpgroup reads only its own rows; XOR-
-        // swizzled 16-byte chunks, no bank conflicts) and leave as 16-byte
-        // coalesced stores.
-        uint8_t *stage = sQu + wrow0 * HS * 2;
+        // Final rows: the warp's 16 normalised rows go through its own rows
+        // of the unit's Q buffer (free: every S product of the warpgroup has
+        // landed, and no other warp reads those rows; XOR-swizzled 16-byte
+        // chunks, no bank conflicts) and leave as 16-byte coalesced stores.
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           float lse, f;
@@ -479,7 +525,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
           const int r = gq + 8 * i;
 #pragma unroll
           for (int df = 0; df < DF; ++df)
-            *reinterpret_cast<uint32_t *>(stage + r * HS * 2 + ((df ^ (r & 7)) << 4) + 4 * tq) =
+            *reinterpret_cast<uint32_t *>(sQu + swz_chunk<BM>(wrow0 + r, df) + 4 * tq) =
                 Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
           if (p.lse && tq == 0 && rc.valid[i]) {
             const int64_t tok = rq.q_start + (it.q_row0 + wrow0 + r) / G;
@@ -489,6 +535,7 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
         __syncwarp();
         // Lane j < 16 computes row wrow0 + j's output address once; each
         // step stores LPR rows of CH chunks, taking the addresses by shuffle.
+        constexpr int LPR = 32 / CH;
         const RowMap rm = row_map_of(p, it, rq, kvh);
         T *row_out;
         {
@@ -503,25 +550,19 @@ __global__ void __launch_bounds__(256, 1) attention_sm90_kernel(const AttnParams
           T *out = reinterpret_cast<T *>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_out), r));
           if (wrow0 + r < it.num_rows)
             *reinterpret_cast<uint4 *>(out + c * 8) =
-                *reinterpret_cast<const uint4 *>(stage + r * HS * 2 + ((c ^ (r & 7)) << 4));
+                *reinterpret_cast<const uint4 *>(sQu + swz_chunk<BM>(wrow0 + r, c));
         }
       } else {
         store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);
       }
     }
-    // Scratch: the unit's Q buffer (its staging reads are done after the
-    // merge's first barrier; unit u + 2's Q comes after the next unit start).
-    if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sQu));
-  }
-  cp_async_wait_group<0>();
-  // Re-arm the counters for the next launch: the last CTA to leave resets
-  // them (every claim of a CTA precedes its exit count: same thread, fence).
-  if (warp == 7 && lane == 0) {
-    __threadfence();
-    if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-      atomicExch(p.unit_ctr, 0);
-      atomicExch(p.unit_ctr + 1, 0);
-    }
+    // Scratch: the unit's Q buffer (every consumer warp is past its staging
+    // once the merge's first barrier is passed).
+    if (it.merge != 0)
+      merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sQu), S::kConsumers,
+                              [] { named_barrier_sync(2, S::kConsumers); });
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar_qempty(u & 1));  // unit u + 2's Q may come
   }
 #endif  // VATTN_SM90A
 }

@@ -69,6 +69,43 @@ __device__ __forceinline__ void named_barrier_sync(int id, int count) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+// ---- mbarriers (shared memory, 8 bytes, 8-byte aligned), the hand-off
+// between a producer warpgroup and the consumer warpgroups.  A barrier
+// completes a phase when `count` arrivals have been made; waiters name the
+// parity of the phase they wait for (a fresh barrier counts as having
+// completed the phase of parity 1, so a first wait on parity 1 passes).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival that fires when every cp.async this thread issued before it has
+// landed (counted in the barrier's `count`).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Hands registers between warpgroups (every warp of the warpgroup executes
+// it): a producer warpgroup gives up registers the consumers then take.
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
 // Keeps the compiler from moving accesses of accumulator registers across
 // the asynchronous MMA window.
 template <int NF>
