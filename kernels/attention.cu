@@ -1,7 +1,10 @@
 // attention.cu -- dtype / cache-kind dispatch of the attention kernels and the
 // plan's merge pass.
+#include <cudaTypedefs.h>
+
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "attention_dispatch.cuh"
 
@@ -72,6 +75,49 @@ int sm90_max_ctas() {
   const int sms = dev >= 0 ? device_attr<cudaDevAttrMultiProcessorCount>(dev) : -1;
   const int n = sms >= 1 ? sms : 1;
   return env_cap > 0 && env_cap < n ? env_cap : n;
+}
+
+bool sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
+  std::memset(m, 0, sizeof(*m));
+  // VATTN_CUDA_SM90_TMA=0 copies every row with cp.async (tests cover both).
+  static const bool env_on = [] {
+    const char *e = std::getenv("VATTN_CUDA_SM90_TMA");
+    return !(e && e[0] == '0' && e[1] == '\0');
+  }();
+  // The driver's encoder, looked up once (no link against libcuda).
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (!env_on || encode == nullptr || !p.paged || p.block_size % 16 != 0 || p.num_blocks < 1 ||
+      p.num_blocks > (int64_t{1} << 31) - 1)
+    return false;
+  auto one = [&](CUtensorMap *map, const void *base, int64_t s_block, int64_t s_tok, int64_t s_head) {
+    constexpr int64_t E = 2;  // 16-bit elements
+    if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+    const int64_t st[3] = {s_head * E, s_tok * E, s_block * E};
+    for (int64_t x : st)
+      if (x <= 0 || x % 16 != 0 || x >= (int64_t{1} << 40)) return false;
+    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(hs), static_cast<cuuint64_t>(p.num_kv_heads),
+                                static_cast<cuuint64_t>(p.block_size), static_cast<cuuint64_t>(p.num_blocks)};
+    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]), static_cast<cuuint64_t>(st[1]),
+                                   static_cast<cuuint64_t>(st[2])};
+    const cuuint32_t box[4] = {64, 1, 16, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(base), dims, strides, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  };
+  if (!one(&m->k, p.k, p.k_stride_block, p.k_stride_tok, p.k_stride_head) ||
+      !one(&m->v, p.v, p.v_stride_block, p.v_stride_tok, p.v_stride_head))
+    return false;
+  m->use = 1;
+  return true;
 }
 
 int32_t attention_rows_per_tile(int32_t hs) {

@@ -44,7 +44,9 @@ cudaError_t attention_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s)
       const int64_t units = static_cast<int64_t>(grid_x) * p.num_kv_heads;
       const int cap = sm90_max_ctas();
       const int ctas = static_cast<int>(units < cap ? units : cap);
-      attention_sm90_kernel<T, HS><<<ctas, Sm90Shape<HS>::kThreads, Sm90Shape<HS>::smem_bytes(), s>>>(p);
+      Sm90KvMaps maps;
+      sm90_kv_maps(p, HS, &maps);  // maps.use = 0: cp.async only
+      attention_sm90_kernel<T, HS><<<ctas, Sm90Shape<HS>::kThreads, Sm90Shape<HS>::smem_bytes(), s>>>(p, maps);
       return cudaGetLastError();
     }
   }

@@ -86,6 +86,13 @@ __device__ __forceinline__ int key_block(const AttnParams &p, const int32_t *bt_
   return bt_row[bs_shift >= 0 ? j >> bs_shift : j / p.block_size];
 }
 
+// Cache block *blk and slot *slot in it of key j of a paged request.
+__device__ __forceinline__ void key_slot(const AttnParams &p, const int32_t *bt_row, int bs_shift, int j,
+                                         int *blk, int *slot) {
+  *blk = key_block(p, bt_row, bs_shift, j);
+  *slot = bs_shift >= 0 ? j & (p.block_size - 1) : j % p.block_size;
+}
+
 // (K, V) element offsets of key j of a request, from its head's base: one
 // block-table lookup when paged; kv_start: the request's first row in dense
 // K / V (AttnReq::kv_start, unused when paged).
@@ -93,11 +100,10 @@ __device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, int kv_sta
                                                  const int32_t *bt_row, int bs_shift, int j) {
   longlong2 o;
   if (p.paged) {
-    const int64_t blk = key_block(p, bt_row, bs_shift, j);
-    const int bs = p.block_size;
-    const int64_t off = bs_shift >= 0 ? j & (bs - 1) : j % bs;
-    o.x = blk * p.k_stride_block + off * p.k_stride_tok;
-    o.y = blk * p.v_stride_block + off * p.v_stride_tok;
+    int blk, slot;
+    key_slot(p, bt_row, bs_shift, j, &blk, &slot);
+    o.x = static_cast<int64_t>(blk) * p.k_stride_block + static_cast<int64_t>(slot) * p.k_stride_tok;
+    o.y = static_cast<int64_t>(blk) * p.v_stride_block + static_cast<int64_t>(slot) * p.v_stride_tok;
   } else {
     const int64_t tk = static_cast<int64_t>(kv_start) + j;
     o.x = tk * p.k_stride_tok;

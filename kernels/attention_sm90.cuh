@@ -11,12 +11,16 @@
 // (AttnParams::units; see the unit ring in the kernel).
 //
 // Warp-specialised: CTA = 3 warpgroups (384 threads).
-//  - Warpgroup 2 (warps 8..11, the producer) keeps 40 registers per thread.
+//  - Warpgroup 2 (warps 8..11, the producer) keeps 56 registers per thread.
 //    It walks the CTA's units: it claims them and fills the unit ring, copies
-//    each unit's Q into one of two Q buffers and the unit's K / V tiles into
-//    a ring of kStages buffers (cp.async, one block-table lookup per key),
-//    running ahead of the consumers as far as the buffers allow.
-//  - Warpgroups 0 and 1 (the consumers, 232 registers per thread) only
+//    each unit's Q into one of two Q buffers (cp.async) and the unit's K / V
+//    tiles into a ring of kStages buffers, running ahead of the consumers as
+//    far as the buffers allow.  K / V move in 16-key segments: a segment of
+//    16 valid keys in one cache block is one TMA box per 64 columns
+//    (Sm90KvMaps, one block-table lookup per segment); the rest (the last
+//    keys of a unit, dense K / V, block sizes that are not multiples of 16)
+//    go row by row with cp.async.
+//  - Warpgroups 0 and 1 (the consumers, 224 registers per thread) only
 //    multiply and run the softmax: warpgroup g owns rows [64 g, 64 g + 64) of
 //    the unit's BM = 128 query rows, warp w (0..7) rows [16 w, 16 w + 16),
 //    which is attention_kernel's row split with one m16 tile per warp, so
@@ -29,7 +33,8 @@
 //      rescales O when the row maximum grew, packs P_t.
 //    The two warpgroups do not wait for each other between tiles.
 // Hand-offs are mbarriers (wgmma.cuh): per K / V buffer `full` (the
-// producer's 128 threads arrive when their copies have landed) and `empty`
+// producer's 128 threads arrive when their cp.async copies have landed, and
+// the TMA boxes count their bytes) and `empty`
 // (the 8 consumer warps arrive when their products are done with it); per Q
 // buffer `qfull` (copies landed, the unit's ring slot written) and `qempty`
 // (the unit's epilogue, which stages the output rows in its Q buffer, is
@@ -41,6 +46,8 @@
 // HS = 128: 64 + 3 x 48 KiB + 0.9 KiB (+1 KiB alignment slack) = 209.9 KiB,
 // one CTA per SM.
 #pragma once
+
+#include <cuda.h>  // CUtensorMap
 
 #include "attention_item.cuh"
 #include "softmax.cuh"
@@ -56,9 +63,9 @@ struct Sm90Shape {
   // shared memory), 128 at 64.
   static constexpr int BM = 128, BN = HS == 64 ? 128 : 96, kStages = 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
-  // Registers per thread after the hand-over: 40 x 128 + 232 x 256 = 384 x 168
+  // Registers per thread after the hand-over: 56 x 128 + 224 x 256 = 384 x 168
   // (what the CTA gets at launch with __launch_bounds__(384, 1)).
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
@@ -94,8 +101,23 @@ constexpr int kUnitRing = 8;     // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
 static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 8 slots of 96 bytes");
 
+// Tensor maps of the paged K and V caches for the producer's TMA copies:
+// 4-d [blocks][block_size][kv heads][head size] (any strides that are
+// multiples of 16 bytes), box = 16 keys x 64 elements of one head, 128-byte
+// swizzle (the layout wgmma reads).  use == 0: every row is copied with
+// cp.async (dense K / V, block sizes that are not multiples of 16, strides
+// or addresses TMA cannot take, or no driver entry point).
+struct Sm90KvMaps {
+  CUtensorMap k, v;
+  int32_t use;
+};
+// Host (attention.cu): fills *m for p (16-bit elements); false and
+// m->use = 0 when TMA cannot serve p.
+bool sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m);
+
 template <class T, int HS>
-__global__ void __launch_bounds__(384, 1) attention_sm90_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(384, 1)
+    attention_sm90_kernel(const AttnParams p, const __grid_constant__ Sm90KvMaps maps) {
 #if VATTN_SM90A
   using S = Sm90Shape<HS>;
   constexpr int BM = S::BM, BN = S::BN, ST = S::kStages;
@@ -236,14 +258,18 @@ __global__ void __launch_bounds__(384, 1) attention_sm90_kernel(const AttnParams
       }
     };
 
-    // Copies: warp pw copies rows [pw RPW, pw RPW + RPW) of a K / V tile and
-    // rows [32 pw, 32 pw + 32) of a Q tile; a step covers LPR rows of CH
-    // chunks, lane -> (row cr + LPR i, chunk cc), so each row is read by
-    // CH consecutive lanes (coalesced).  Row addresses are computed once by
-    // lane j for the warp's j-th row and taken by shuffle.
-    constexpr int RPW = BN / 4, LPR = 32 / CH;
-    static_assert(BN % 4 == 0 && RPW <= 32 && RPW % LPR == 0 && 32 % CH == 0, "producer copy split");
+    // Copies.  Q: warp pw copies rows [32 pw, 32 pw + 32).  K / V: the
+    // warps pw < BN / 32 own rows [32 pw, 32 pw + 32) of a tile, lane l key
+    // 32 pw + l, in two 16-key segments (lanes 0..15, 16..31).  A segment of
+    // 16 valid keys in one cache block goes by TMA (its first lane issues
+    // it); the other rows by cp.async, zero-filled past the tile's keys.  A
+    // cp.async step covers LPR rows of CH chunks, lane -> (row cr + LPR i,
+    // chunk cc), so each row is read by CH consecutive lanes (coalesced);
+    // row addresses are computed once by the row's lane and taken by shuffle.
+    constexpr int LPR = 32 / CH;
+    static_assert(BN % 32 == 0 && 32 % CH == 0, "producer copy split");
     const int cc = lane % CH, cr = lane / CH;
+    const bool row_warp = pw * 32 < BN;
 
     // Q rows of unit r (rows past num_rows zero: never stored).
     auto load_q = [&](int r) {
@@ -267,60 +293,87 @@ __global__ void __launch_bounds__(384, 1) attention_sm90_kernel(const AttnParams
       }
     };
 
-    // Key offsets walk the CTA's tiles one ahead of the copies: (ou, ot) =
-    // unit and tile of the next tile to prepare; the unit's fields are read
-    // from the ring at its first tile and kept in registers.  Lane j < RPW
-    // gets the K and V row addresses of the warp's j-th key (masked keys:
-    // the head's first row, never read: zero-filled); nv: the tile's keys.
+    // This lane's key of a tile: its cache block and slot (paged), or blk
+    // = -1 and its row in slot (dense); masked keys: (0, 0), a valid row
+    // never read (zero-filled).  kvh: the unit's KV head; nv: the tile's keys.
+    struct TileKey {
+      int blk, slot, kvh, nv;
+    };
+    // The key offsets walk the CTA's tiles one ahead of the copies: (ou, ot)
+    // = unit and tile of the next tile to prepare; the unit's fields are
+    // read from the ring at its first tile and kept in registers.
     int ou = 0, ot = 0;
-    int cu_kstart = 0, cu_kend = 0, cu_ntiles = 0, cu_kv_start = 0;
-    int64_t cu_kb = 0, cu_vb = 0;  // the unit's K / V head base addresses
+    int cu_kstart = 0, cu_kend = 0, cu_ntiles = 0, cu_kv_start = 0, cu_kvh = 0;
     const int32_t *cu_bt = p.block_table;
-    auto tile_offsets = [&](int64_t &ka, int64_t &va, int &nv) {
+    auto tile_offsets = [&](TileKey &tk) {
       if (ot == 0) {
         const UnitSlot &s = ring[ou % kUnitRing];
         cu_ntiles = s.ntiles;
         cu_kstart = s.kstart;
         cu_kend = s.kend;
+        cu_kvh = s.kvh;
         cu_kv_start = s.rq.kv_start;
         cu_bt = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
-        cu_kb = reinterpret_cast<int64_t>(p.k) + static_cast<int64_t>(s.kvh) * p.k_stride_head * sizeof(T);
-        cu_vb = reinterpret_cast<int64_t>(p.v) + static_cast<int64_t>(s.kvh) * p.v_stride_head * sizeof(T);
       }
-      ka = cu_kb;
-      va = cu_vb;
-      nv = 0;
+      tk.blk = tk.slot = 0;
+      tk.kvh = cu_kvh;
+      tk.nv = 0;
       if (cu_ntiles == 0) return;
       const int k0 = cu_kstart + ot * BN;
-      nv = min(max(cu_kend - k0, 0), BN);
-      const int kr = pw * RPW + lane;
-      if (lane < RPW && kr < nv) {
-        const longlong2 o = key_offsets(p, cu_kv_start, cu_bt, bs_shift, k0 + kr);
-        ka += o.x * static_cast<int64_t>(sizeof(T));
-        va += o.y * static_cast<int64_t>(sizeof(T));
+      tk.nv = min(max(cu_kend - k0, 0), BN);
+      const int j = k0 + pw * 32 + lane;
+      if (row_warp && j < k0 + tk.nv) {
+        if (p.paged) {
+          key_slot(p, cu_bt, bs_shift, j, &tk.blk, &tk.slot);
+        } else {
+          tk.blk = -1;
+          tk.slot = cu_kv_start + j;
+        }
       }
       if (++ot == cu_ntiles) {
         ++ou;
         ot = 0;
       }
     };
-    auto load_kv = [&](int st, int64_t ka, int64_t va, int nv) {
+    // The tile of tk into stage st; completes on its full barrier (with
+    // every producer thread's arrival after it).
+    auto load_tile = [&](int st, const TileKey &tk) {
+      if (!row_warp) return;
       const uint32_t dk = aKV + st * 2 * S::kTileBytes, dv = dk + S::kTileBytes;
+      const int kr = pw * 32 + lane;  // this lane's row
+      const bool lead = maps.use != 0 && (lane & 15) == 0 && kr + 16 <= tk.nv && tk.slot + 16 <= bs;
+      const unsigned tm = __ballot_sync(0xffffffffu, lead);  // bit 0 / 16: segment by TMA
+      if (lead) {
+        mbar_expect_tx(bar_full(st), 2 * 16 * HS * 2);
+#pragma unroll
+        for (int cb = 0; cb < HS / 64; ++cb) {
+          tma_load_4d(dk + cb * BN * 128 + kr * 128, &maps.k, cb * 64, tk.kvh, tk.slot, tk.blk, bar_full(st));
+          tma_load_4d(dv + cb * BN * 128 + kr * 128, &maps.v, cb * 64, tk.kvh, tk.slot, tk.blk, bar_full(st));
+        }
+      }
+      if (tm == 0x10001u) return;
+      // This lane's K and V row addresses.
+      const int64_t b = tk.blk < 0 ? 0 : tk.blk;
+      const int64_t ka = reinterpret_cast<int64_t>(p.k) +
+                         (tk.kvh * p.k_stride_head + b * p.k_stride_block + tk.slot * p.k_stride_tok) * 2;
+      const int64_t va = reinterpret_cast<int64_t>(p.v) +
+                         (tk.kvh * p.v_stride_head + b * p.v_stride_block + tk.slot * p.v_stride_tok) * 2;
+      static_assert(sizeof(T) == 2, "16-bit caches");
 #pragma unroll 4
-      for (int i = 0; i < RPW / LPR; ++i) {
-        const int wr_ = cr + LPR * i, r = pw * RPW + wr_;
-        const int n = r < nv ? 16 : 0;
-        const uint32_t o = swz_chunk<BN>(r, cc);
+      for (int i = 0; i < 32 / LPR; ++i) {
+        const int wr_ = cr + LPR * i, r = pw * 32 + wr_;
         const char *ks = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, ka, wr_));
         const char *vs = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, va, wr_));
+        if ((tm >> (wr_ & 16)) & 1u) continue;
+        const uint32_t o = swz_chunk<BN>(r, cc);
+        const int n = r < tk.nv ? 16 : 0;
         cp_async_16_s(dk + o, ks + cc * 16, n);
         cp_async_16_s(dv + o, vs + cc * 16, n);
       }
     };
 
-    int64_t ka, va;
-    int nv;
-    tile_offsets(ka, va, nv);
+    TileKey tk;
+    tile_offsets(tk);
     int st = 0;
     uint32_t ph = 0;  // parity of the stage's current fill
 #pragma unroll 1
@@ -339,9 +392,9 @@ __global__ void __launch_bounds__(384, 1) attention_sm90_kernel(const AttnParams
 #pragma unroll 1
       for (int t = 0; t < nt; ++t) {
         mbar_wait(bar_empty(st), ph ^ 1);
-        load_kv(st, ka, va, nv);
+        load_tile(st, tk);
         mbar_arrive_cp_async(bar_full(st));
-        tile_offsets(ka, va, nv);  // the next tile's (past the last unit: nv = 0, unused)
+        tile_offsets(tk);  // the next tile's (past the last unit: nv = 0, unused)
         if (++st == ST) {
           st = 0;
           ph ^= 1;

@@ -168,6 +168,7 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
     ap.k_stride_tok = ap.v_stride_tok = cs[2];
     ap.k_stride_head = ap.v_stride_head = cs[3];
     ap.paged = 1;
+    ap.num_blocks = sum.num_cache_blocks;
   }
   ap.block_size = plan->block_size;
   ap.block_table = plan->d<int32_t>(L.block_table);
