@@ -94,17 +94,21 @@ bool sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
       fn = nullptr;
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
-  if (!env_on || encode == nullptr || !p.paged || p.block_size % 16 != 0 || p.num_blocks < 1 ||
-      p.num_blocks > (int64_t{1} << 31) - 1)
+  // Paged: [blocks][block_size][kv heads][head size]; dense: [rows][kv
+  // heads][head size] as [1][rows][kv heads][head size].  Coordinates are
+  // 32-bit.
+  const int64_t rows = p.paged ? p.block_size : p.kv_extent, outer = p.paged ? p.kv_extent : 1;
+  if (!env_on || encode == nullptr || (p.paged && p.block_size % 16 != 0) || rows < 16 || outer < 1 ||
+      rows * outer > (int64_t{1} << 31) - 1)
     return false;
   auto one = [&](CUtensorMap *map, const void *base, int64_t s_block, int64_t s_tok, int64_t s_head) {
     constexpr int64_t E = 2;  // 16-bit elements
     if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
-    const int64_t st[3] = {s_head * E, s_tok * E, s_block * E};
+    const int64_t st[3] = {s_head * E, s_tok * E, p.paged ? s_block * E : rows * s_tok * E};
     for (int64_t x : st)
       if (x <= 0 || x % 16 != 0 || x >= (int64_t{1} << 40)) return false;
     const cuuint64_t dims[4] = {static_cast<cuuint64_t>(hs), static_cast<cuuint64_t>(p.num_kv_heads),
-                                static_cast<cuuint64_t>(p.block_size), static_cast<cuuint64_t>(p.num_blocks)};
+                                static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(outer)};
     const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]), static_cast<cuuint64_t>(st[1]),
                                    static_cast<cuuint64_t>(st[2])};
     const cuuint32_t box[4] = {64, 1, 16, 1};
@@ -117,6 +121,7 @@ bool sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
       !one(&m->v, p.v, p.v_stride_block, p.v_stride_tok, p.v_stride_head))
     return false;
   m->use = 1;
+  m->seg_rows = static_cast<int32_t>(rows);
   return true;
 }
 

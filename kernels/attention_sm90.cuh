@@ -37,8 +37,8 @@
 // the TMA boxes count their bytes) and `empty`
 // (the 8 consumer warps arrive when their products are done with it); per Q
 // buffer `qfull` (copies landed, the unit's ring slot written) and `qempty`
-// (the unit's epilogue, which stages the output rows in its Q buffer, is
-// done).  Final rows leave through the unit's Q buffer as 16-byte stores.
+// (each of the 256 consumer threads arrives when the unit's epilogue, which
+// stages the output rows in its Q buffer, is done with it).  Final rows leave through the unit's Q buffer as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
 //   2 x Q [HS / 64][BM][64], kStages x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
@@ -101,15 +101,17 @@ constexpr int kUnitRing = 8;     // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
 static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 8 slots of 96 bytes");
 
-// Tensor maps of the paged K and V caches for the producer's TMA copies:
-// 4-d [blocks][block_size][kv heads][head size] (any strides that are
-// multiples of 16 bytes), box = 16 keys x 64 elements of one head, 128-byte
-// swizzle (the layout wgmma reads).  use == 0: every row is copied with
-// cp.async (dense K / V, block sizes that are not multiples of 16, strides
-// or addresses TMA cannot take, or no driver entry point).
+// Tensor maps of K and V for the producer's TMA copies: 4-d [blocks]
+// [block_size][kv heads][head size] for a paged cache, [1][rows][kv heads]
+// [head size] for dense K / V (any strides that are multiples of 16 bytes),
+// box = 16 keys x 64 elements of one head, 128-byte swizzle (the layout
+// wgmma reads).  seg_rows: the extent of the box's key dimension (block
+// size, or rows).  use == 0: every row is copied with cp.async (block sizes
+// that are not multiples of 16, strides or addresses TMA cannot take, no
+// driver entry point, or VATTN_CUDA_SM90_TMA=0).
 struct Sm90KvMaps {
   CUtensorMap k, v;
-  int32_t use;
+  int32_t use, seg_rows;
 };
 // Host (attention.cu): fills *m for p (16-bit elements); false and
 // m->use = 0 when TMA cannot serve p.
@@ -204,7 +206,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     for (int b = 0; b < 2; ++b) {
       mbar_init(bar_qfull(b), S::kProducers + 1);  // + the ring slot's release
-      mbar_init(bar_qempty(b), S::kConsumers / 32);
+      mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its staging reads
     }
   }
   // Lanes 0..7 of the ring warp: wi / wr the next item / request word;
@@ -296,6 +298,8 @@ __global__ void __launch_bounds__(384, 1)
     // This lane's key of a tile: its cache block and slot (paged), or blk
     // = -1 and its row in slot (dense); masked keys: (0, 0), a valid row
     // never read (zero-filled).  kvh: the unit's KV head; nv: the tile's keys.
+    // A segment goes by TMA when its 16 keys are valid and consecutive in
+    // the map's key dimension (slot + 16 <= seg_rows).
     struct TileKey {
       int blk, slot, kvh, nv;
     };
@@ -341,14 +345,15 @@ __global__ void __launch_bounds__(384, 1)
       if (!row_warp) return;
       const uint32_t dk = aKV + st * 2 * S::kTileBytes, dv = dk + S::kTileBytes;
       const int kr = pw * 32 + lane;  // this lane's row
-      const bool lead = maps.use != 0 && (lane & 15) == 0 && kr + 16 <= tk.nv && tk.slot + 16 <= bs;
+      const bool lead = maps.use != 0 && (lane & 15) == 0 && kr + 16 <= tk.nv && tk.slot + 16 <= maps.seg_rows;
       const unsigned tm = __ballot_sync(0xffffffffu, lead);  // bit 0 / 16: segment by TMA
       if (lead) {
         mbar_expect_tx(bar_full(st), 2 * 16 * HS * 2);
 #pragma unroll
         for (int cb = 0; cb < HS / 64; ++cb) {
-          tma_load_4d(dk + cb * BN * 128 + kr * 128, &maps.k, cb * 64, tk.kvh, tk.slot, tk.blk, bar_full(st));
-          tma_load_4d(dv + cb * BN * 128 + kr * 128, &maps.v, cb * 64, tk.kvh, tk.slot, tk.blk, bar_full(st));
+          const int blk = tk.blk < 0 ? 0 : tk.blk;
+          tma_load_4d(dk + cb * BN * 128 + kr * 128, &maps.k, cb * 64, tk.kvh, tk.slot, blk, bar_full(st));
+          tma_load_4d(dv + cb * BN * 128 + kr * 128, &maps.v, cb * 64, tk.kvh, tk.slot, blk, bar_full(st));
         }
       }
       if (tm == 0x10001u) return;
@@ -614,8 +619,7 @@ __global__ void __launch_bounds__(384, 1)
     if (it.merge != 0)
       merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sQu), S::kConsumers,
                               [] { named_barrier_sync(2, S::kConsumers); });
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar_qempty(u & 1));  // unit u + 2's Q may come
+    mbar_arrive(bar_qempty(u & 1));  // unit u + 2's Q may come (after this thread's staging reads)
   }
 #endif  // VATTN_SM90A
 }

@@ -104,7 +104,7 @@ struct AttnParams {
   int64_t k_stride_block, k_stride_tok, k_stride_head;
   int64_t v_stride_block, v_stride_tok, v_stride_head;
   int32_t paged, block_size;
-  int64_t num_blocks;  // paged: blocks in the cache (K and V alike)
+  int64_t kv_extent;  // paged: blocks in the cache; dense: rows of K (and of V)
   const int32_t *block_table;
   int64_t bt_stride;
   void *out;

@@ -161,6 +161,7 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
     ap.v_stride_tok = tensor_stride(a.value, 0);
     ap.v_stride_head = tensor_stride(a.value, 1);
     ap.paged = 0;
+    ap.kv_extent = a.key->shape[0] < a.value->shape[0] ? a.key->shape[0] : a.value->shape[0];
   } else {
     ap.k = cbase;
     ap.v = cbase + cs[0] * ces;
@@ -168,7 +169,7 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
     ap.k_stride_tok = ap.v_stride_tok = cs[2];
     ap.k_stride_head = ap.v_stride_head = cs[3];
     ap.paged = 1;
-    ap.num_blocks = sum.num_cache_blocks;
+    ap.kv_extent = sum.num_cache_blocks;
   }
   ap.block_size = plan->block_size;
   ap.block_table = plan->d<int32_t>(L.block_table);
