@@ -16,10 +16,10 @@
 //    each unit's Q into one of two Q buffers (cp.async) and the unit's K / V
 //    tiles into a ring of kStages buffers, running ahead of the consumers as
 //    far as the buffers allow.  K / V move in 16-key segments: a segment of
-//    16 valid keys in one cache block is one TMA box per 64 columns
-//    (Sm90KvMaps, one block-table lookup per segment); the rest (the last
-//    keys of a unit, dense K / V, block sizes that are not multiples of 16)
-//    go row by row with cp.async.
+//    16 valid keys in one cache block (or 16 consecutive rows of dense K / V)
+//    is one TMA box per 64 columns (Sm90KvMaps); the rest (a unit's last
+//    keys, block sizes that are not multiples of 16, layouts TMA cannot
+//    take) goes row by row with cp.async.
 //  - Warpgroups 0 and 1 (the consumers, 224 registers per thread) only
 //    multiply and run the softmax: warpgroup g owns rows [64 g, 64 g + 64) of
 //    the unit's BM = 128 query rows, warp w (0..7) rows [16 w, 16 w + 16),
