@@ -25,7 +25,8 @@
 //    the unit's BM = 128 query rows, warp w (0..7) rows [16 w, 16 w + 16),
 //    which is attention_kernel's row split with one m16 tile per warp, so
 //    the softmax and epilogue code is shared.  Per tile t a warpgroup
-//      issues S_t = Q K_t^T (wgmma m64nBNk16, Q and K from shared memory),
+//      issues S_t = Q K_t^T (wgmma m64nBNk16, Q from registers -- loaded
+//        once per unit with ldmatrix -- and K from shared memory),
 //      issues O += P_{t-1} V_{t-1} (m64nHSk16, P from registers, V MN-major),
 //      waits for S_t and runs scale / soft-cap / ALiBi / masks / softmax on it
 //        while the P V product is still on the tensor cores,
@@ -421,7 +422,6 @@ __global__ void __launch_bounds__(384, 1)
 
   // ================= consumers (threads 0..255) =================
   setmaxnreg_inc<S::kConsumerRegs>();
-  const int wg = warp >> 2;
   const int gq = lane >> 2, tq = lane & 3;
   const int G = p.group;
   ScoreCtx sc = score_ctx_of(p);
@@ -464,7 +464,6 @@ __global__ void __launch_bounds__(384, 1)
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
     uint8_t *sQu = sQ + (u & 1) * S::kQBytes;
-    const uint32_t dQ0 = static_cast<uint32_t>(wgmma_desc(aQ + (u & 1) * S::kQBytes + wg * 64 * 128, 16, 1024));
 
     const int wrow0 = warp * 16;
     int head[2];
@@ -493,16 +492,21 @@ __global__ void __launch_bounds__(384, 1)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     float s[NF][4];
     uint32_t pa[BN / 16][4];  // P of the previous tile (A operand of P V)
+    // The warp's 16 Q rows as A fragments, one per 16 dims (ldmatrix from
+    // the swizzled Q buffer: lane l addresses row l % 16, chunk 2 kk + l / 16).
+    uint32_t qa[HS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk)
+      ldmatrix_x4(qa[kk], sQu + swz_chunk<BM>(wrow0 + (lane & 15), 2 * kk + (lane >> 4)));
 
     // The wgmma issue paths below are uniform over the warpgroup (no
     // per-warpgroup tile skipping: a warpgroup that sees none of a tile
     // multiplies it and masks it all), so the MMAs stay asynchronous.
-    auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt
+    auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers)
 #pragma unroll
       for (int kk = 0; kk < HS / 16; ++kk) {
-        const uint32_t qoff = ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
         const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-        wgmma_ss<BN, T>(s, desc_at(dQ0 + qoff), desc_at(dK0 + stage16(gt) + koff), kk > 0);
+        wgmma_rs<BN, T>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
       }
       wgmma_commit();
     };

@@ -149,6 +149,11 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t da, uint
 template <int N, class T>
 __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4],
                                             uint64_t db);
+// D[64 x N] (+)= A[64 x 16] (registers) B[16 x N] (shared memory, K-major);
+// accumulate == 0 overwrites D.
+template <int N, class T>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db,
+                                         int accumulate);
 
 // ---- instances: m64nNk16 for N = 64, 96, 128 (R = N / 2 accumulator
 // registers per thread), bf16 and fp16.  VATTN_WG_D<R>: the accumulator
@@ -201,6 +206,15 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t
                  ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, 1;\n}\n"                            \
                  : CONS                                                                             \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                    \
+  }                                                                                                 \
+  template <>                                                                                       \
+  __device__ __forceinline__ void wgmma_rs<N, TY>(float(&d)[N / 8][4], const uint32_t(&a)[4],        \
+                                                  uint64_t db, int accumulate) {                    \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                                   \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, {%" I0  \
+                 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, 0;\n}\n"                            \
+                 : CONS                                                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));           \
   }
 VATTN_WGMMA_SHAPE(64, __nv_bfloat16, "bf16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37")
 VATTN_WGMMA_SHAPE(64, __half, "f16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37")
