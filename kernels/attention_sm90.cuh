@@ -32,6 +32,8 @@
 //        while the P V product is still on the tensor cores,
 //      waits for P V (then buffer t - 1 is released to the producer),
 //      rescales O when the row maximum grew, packs P_t.
+//    After a unit's last P V a warpgroup loads the next unit's Q fragments
+//    and issues its first S product, which runs under this unit's epilogue.
 //    The two warpgroups do not wait for each other between tiles.
 // Hand-offs are mbarriers (wgmma.cuh): per K / V buffer `full` (the
 // producer's 128 threads arrive when their cp.async copies have landed, and
@@ -452,12 +454,56 @@ __global__ void __launch_bounds__(384, 1)
       gph ^= 1;
     }
   };
-#pragma unroll 1
-  for (int u = 0;; ++u) {
+  // Accumulators and Q fragments live across units: the first S product of
+  // unit u + 1 runs under unit u's epilogue.
+  float o[DF][4];
+  float m[2], l[2];
+  float s[NF][4];
+  uint32_t pa[BN / 16][4];  // P of the previous tile (A operand of P V)
+  // The warp's 16 Q rows as A fragments, one per 16 dims (ldmatrix from
+  // the swizzled Q buffer: lane l addresses row l % 16, chunk 2 kk + l / 16).
+  uint32_t qa[HS / 16][4];
+  const int wrow0 = warp * 16;
+  auto load_qa = [&](int u) {
+    const uint8_t *b = sQ + (u & 1) * S::kQBytes;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk)
+      ldmatrix_x4(qa[kk], b + swz_chunk<BM>(wrow0 + (lane & 15), 2 * kk + (lane >> 4)));
+  };
+  // The wgmma issue paths below are uniform over the warpgroup (no
+  // per-warpgroup tile skipping: a warpgroup that sees none of a tile
+  // multiplies it and masks it all), so the MMAs stay asynchronous.
+  auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers)
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
+      wgmma_rs<BN, T>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int gt) {  // O += P V of the tile in stage gt
+#pragma unroll
+    for (int k2 = 0; k2 < BN / 16; ++k2)
+      wgmma_rs_tb<HS, T>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
+    wgmma_commit();
+  };
+  // Unit u's slot once its Q has landed (ntiles == 0: the CTA's units ended).
+  auto unit_slot = [&](int u) -> const UnitSlot & {
     mbar_wait(bar_qfull(u & 1), (u >> 1) & 1);
     __syncwarp();
+    return ring[u % kUnitRing];
+  };
+  // (The first S of a unit is issued without a branch, so that ptxas keeps
+  // the products asynchronous: with no such unit it multiplies stale
+  // buffers, never read.)
+  const bool any = unit_slot(0).ntiles != 0;
+  if (any) wait_tile();
+  load_qa(0);
+  wgmma_fence();
+  issue_s(g);
+#pragma unroll 1
+  for (int u = 0; any; ++u) {  // (left at the break below, after the last unit)
     const UnitSlot &us = ring[u % kUnitRing];
-    if (us.ntiles == 0) break;
     const AttnItem it = us.it;
     const AttnReq rq = us.rq;
     const int kvh = us.kvh, qpos0 = us.qpos0, kstart = us.kstart, kend = us.kend, ntiles = us.ntiles;
@@ -465,7 +511,6 @@ __global__ void __launch_bounds__(384, 1)
     sc.kend = kend;
     uint8_t *sQu = sQ + (u & 1) * S::kQBytes;
 
-    const int wrow0 = warp * 16;
     int head[2];
     const RowCtx rc = row_ctx_of(p, it, kvh, qpos0, wrow0, gq, head);
     const bool warp_active = wrow0 < it.num_rows;
@@ -486,36 +531,10 @@ __global__ void __launch_bounds__(384, 1)
         t_lo = (wqmax - p.window_left - kstart + BN - 1) / BN;
     }
 
-    float o[DF][4];
 #pragma unroll
     for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    float s[NF][4];
-    uint32_t pa[BN / 16][4];  // P of the previous tile (A operand of P V)
-    // The warp's 16 Q rows as A fragments, one per 16 dims (ldmatrix from
-    // the swizzled Q buffer: lane l addresses row l % 16, chunk 2 kk + l / 16).
-    uint32_t qa[HS / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; ++kk)
-      ldmatrix_x4(qa[kk], sQu + swz_chunk<BM>(wrow0 + (lane & 15), 2 * kk + (lane >> 4)));
-
-    // The wgmma issue paths below are uniform over the warpgroup (no
-    // per-warpgroup tile skipping: a warpgroup that sees none of a tile
-    // multiplies it and masks it all), so the MMAs stay asynchronous.
-    auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers)
-#pragma unroll
-      for (int kk = 0; kk < HS / 16; ++kk) {
-        const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-        wgmma_rs<BN, T>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
-      }
-      wgmma_commit();
-    };
-    auto issue_pv = [&](int gt) {  // O += P V of the tile in stage gt
-#pragma unroll
-      for (int k2 = 0; k2 < BN / 16; ++k2)
-        wgmma_rs_tb<HS, T>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
-      wgmma_commit();
-    };
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
     // Scale / soft-cap / ALiBi / masks and the softmax step on S of the
     // unit's tile t (the unmasked path when the warp sees the whole tile).
     auto softmax_tile = [&](int t, float (&alpha)[2]) {
@@ -534,13 +553,11 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
+    bool more;  // a next unit
     {
       float alpha[2];
       int prev = g;
-      wait_tile();
-      wgmma_fence();
-      issue_s(g);
-      wgmma_wait<0>();
+      wgmma_wait<0>();  // S of the first tile (issued before the unit started)
       wgmma_fence_regs(s);
       softmax_tile(0, alpha);  // O is still zero: no rescale
       pack_p();
@@ -572,6 +589,13 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_wait<0>();
       wgmma_fence_regs(o);
       release(prev);
+      // The next unit's Q and first tile, and its first S product, which
+      // runs under this unit's epilogue.
+      more = unit_slot(u + 1).ntiles != 0;
+      if (more) wait_tile();
+      load_qa(u + 1);
+      wgmma_fence();
+      issue_s(more ? g : prev);
     }
 
     if (warp_active) {
@@ -624,7 +648,9 @@ __global__ void __launch_bounds__(384, 1)
       merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sQu), S::kConsumers,
                               [] { named_barrier_sync(2, S::kConsumers); });
     mbar_arrive(bar_qempty(u & 1));  // unit u + 2's Q may come (after this thread's staging reads)
+    if (!more) break;
   }
+  wgmma_wait<0>();  // the stale product past the last unit
 #endif  // VATTN_SM90A
 }
 
