@@ -37,11 +37,12 @@
 //    The two warpgroups do not wait for each other between tiles.
 // Hand-offs are mbarriers (wgmma.cuh): per K / V buffer `full` (the
 // producer's 128 threads arrive when their cp.async copies have landed, and
-// the TMA boxes count their bytes) and `empty`
-// (the 8 consumer warps arrive when their products are done with it); per Q
-// buffer `qfull` (copies landed, the unit's ring slot written) and `qempty`
-// (each of the 256 consumer threads arrives when the unit's epilogue, which
-// stages the output rows in its Q buffer, is done with it).  Final rows leave through the unit's Q buffer as 16-byte stores.
+// the TMA boxes count their bytes) and `empty` (the 8 consumer warps arrive
+// when their products are done with it); per Q buffer `qfull` (copies
+// landed, the unit's ring slot written) and `qempty` (each of the 256
+// consumer threads arrives when the unit's epilogue, which stages the output
+// rows in its Q buffer, is done with it).  Final rows leave through the
+// unit's Q buffer as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
 //   2 x Q [HS / 64][BM][64], kStages x (K [HS / 64][BN][64], V [HS / 64][BN][64]),

@@ -1,8 +1,10 @@
-// wgmma.cuh -- Hopper (sm_90a) warpgroup MMA wrappers used by
-// attention_sm90.cuh: shared-memory matrix descriptors for the 128-byte
-// swizzled layout, the fence / commit / wait protocol and m64nNk16
-// instructions with fp32 accumulators.  Only compiled into sm_90a code
-// (VATTN_SM90A); other targets see declarations they never call.
+// wgmma.cuh -- Hopper (sm_90a) primitives used by attention_sm90.cuh:
+// warpgroup MMA (shared-memory matrix descriptors for the 128-byte swizzled
+// layout, the fence / commit / wait protocol, m64nNk16 instructions with
+// fp32 accumulators and A from shared memory or registers), and the
+// warp-specialisation tools (mbarriers, TMA tensor loads, named barriers,
+// the register hand-over between warpgroups).  Only compiled into sm_90a
+// code (VATTN_SM90A); other targets see declarations they never call.
 //
 // Shared-memory layout (both operands, every 16-bit type): a tile of R rows
 // by 64 elements (128 bytes per row) whose 16-byte chunk c of row r sits at
