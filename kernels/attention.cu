@@ -52,11 +52,15 @@ static int device_attr(int dev) {
   return c - 2;
 }
 
+// False when environment variable `name` is exactly "0" (the switches that
+// tests use to run the fallback paths); read once per switch by its caller.
+static bool env_switch_on(const char *name) {
+  const char *e = std::getenv(name);
+  return !(e && e[0] == '0' && e[1] == '\0');
+}
+
 bool sm90_attention_enabled() {
-  static const bool env_on = [] {
-    const char *e = std::getenv("VATTN_CUDA_SM90");
-    return !(e && e[0] == '0' && e[1] == '\0');
-  }();
+  static const bool env_on = env_switch_on("VATTN_CUDA_SM90");
   if (!env_on) return false;
   const int dev = current_device();
   return dev >= 0 && device_attr<cudaDevAttrComputeCapabilityMajor>(dev) == 9 &&
@@ -77,13 +81,10 @@ int sm90_max_ctas() {
   return env_cap > 0 && env_cap < n ? env_cap : n;
 }
 
-bool sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
+void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
   std::memset(m, 0, sizeof(*m));
   // VATTN_CUDA_SM90_TMA=0 copies every row with cp.async (tests cover both).
-  static const bool env_on = [] {
-    const char *e = std::getenv("VATTN_CUDA_SM90_TMA");
-    return !(e && e[0] == '0' && e[1] == '\0');
-  }();
+  static const bool env_on = env_switch_on("VATTN_CUDA_SM90_TMA");
   // The driver's encoder, looked up once (no link against libcuda).
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void *fn = nullptr;
@@ -100,7 +101,7 @@ bool sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
   const int64_t rows = p.paged ? p.block_size : p.kv_extent, outer = p.paged ? p.kv_extent : 1;
   if (!env_on || encode == nullptr || (p.paged && p.block_size % 16 != 0) || rows < 16 || outer < 1 ||
       rows * outer > (int64_t{1} << 31) - 1)
-    return false;
+    return;
   auto one = [&](CUtensorMap *map, const void *base, int64_t s_block, int64_t s_tok, int64_t s_head) {
     constexpr int64_t E = 2;  // 16-bit elements
     if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
@@ -119,10 +120,9 @@ bool sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
   };
   if (!one(&m->k, p.k, p.k_stride_block, p.k_stride_tok, p.k_stride_head) ||
       !one(&m->v, p.v, p.v_stride_block, p.v_stride_tok, p.v_stride_head))
-    return false;
+    return;  // m->use stays 0: a half-written map is never read
   m->use = 1;
   m->seg_rows = static_cast<int32_t>(rows);
-  return true;
 }
 
 int32_t attention_rows_per_tile(int32_t hs) {

@@ -117,9 +117,9 @@ struct Sm90KvMaps {
   CUtensorMap k, v;
   int32_t use, seg_rows;
 };
-// Host (attention.cu): fills *m for p (16-bit elements); false and
-// m->use = 0 when TMA cannot serve p.
-bool sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m);
+// Host (attention.cu): fills *m for p (16-bit elements); m->use = 0 when
+// TMA cannot serve p.
+void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m);
 
 template <class T, int HS>
 __global__ void __launch_bounds__(384, 1)
@@ -140,11 +140,12 @@ __global__ void __launch_bounds__(384, 1)
   // Offset (not a round trip through an integer) so the compiler keeps the
   // shared address space: plain LDS / STS for the tables.
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  uint8_t *sQ = smem;                   // Q buffer of unit u: sQ + (u & 1) kQBytes
+  uint8_t *sQ = smem;                   // Q buffer of unit u: q_buf(u)
   uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
   uint64_t *bars = reinterpret_cast<uint64_t *>(sKV + ST * 2 * S::kTileBytes);
   UnitSlot *ring = reinterpret_cast<UnitSlot *>(bars + S::kBars);
   const uint32_t aQ = smem_u32(sQ), aKV = smem_u32(sKV), aBar = smem_u32(bars);
+  auto q_buf = [&](int u) { return sQ + (u & 1) * S::kQBytes; };
   // mbarrier addresses: full[s], empty[s], qfull[b], qempty[b].
   auto bar_full = [&](int s) { return aBar + 8u * s; };
   auto bar_empty = [&](int s) { return aBar + 8u * (ST + s); };
@@ -301,15 +302,16 @@ __global__ void __launch_bounds__(384, 1)
 
     // This lane's key of a tile: its cache block and slot (paged), or blk
     // = -1 and its row in slot (dense); masked keys: (0, 0), a valid row
-    // never read (zero-filled).  kvh: the unit's KV head; nv: the tile's keys.
-    // A segment goes by TMA when its 16 keys are valid and consecutive in
-    // the map's key dimension (slot + 16 <= seg_rows).
+    // never read (zero-filled).  nv: the tile's keys.  A segment goes by TMA
+    // when its 16 keys are valid and consecutive in the map's key dimension
+    // (slot + 16 <= seg_rows).
     struct TileKey {
-      int blk, slot, kvh, nv;
+      int blk, slot, nv;
     };
     // The key offsets walk the CTA's tiles one ahead of the copies: (ou, ot)
     // = unit and tile of the next tile to prepare; the unit's fields are
-    // read from the ring at its first tile and kept in registers.
+    // read from the ring at its first tile and kept in registers (load_tile
+    // reads cu_kvh: it runs before the next tile_offsets moves to a new unit).
     int ou = 0, ot = 0;
     int cu_kstart = 0, cu_kend = 0, cu_ntiles = 0, cu_kv_start = 0, cu_kvh = 0;
     const int32_t *cu_bt = p.block_table;
@@ -324,7 +326,6 @@ __global__ void __launch_bounds__(384, 1)
         cu_bt = p.block_table + static_cast<int64_t>(s.rq.bt_row) * p.bt_stride;
       }
       tk.blk = tk.slot = 0;
-      tk.kvh = cu_kvh;
       tk.nv = 0;
       if (cu_ntiles == 0) return;
       const int k0 = cu_kstart + ot * BN;
@@ -356,17 +357,17 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int cb = 0; cb < HS / 64; ++cb) {
           const int blk = tk.blk < 0 ? 0 : tk.blk;
-          tma_load_4d(dk + cb * BN * 128 + kr * 128, &maps.k, cb * 64, tk.kvh, tk.slot, blk, bar_full(st));
-          tma_load_4d(dv + cb * BN * 128 + kr * 128, &maps.v, cb * 64, tk.kvh, tk.slot, blk, bar_full(st));
+          tma_load_4d(dk + cb * BN * 128 + kr * 128, &maps.k, cb * 64, cu_kvh, tk.slot, blk, bar_full(st));
+          tma_load_4d(dv + cb * BN * 128 + kr * 128, &maps.v, cb * 64, cu_kvh, tk.slot, blk, bar_full(st));
         }
       }
       if (tm == 0x10001u) return;
       // This lane's K and V row addresses.
       const int64_t b = tk.blk < 0 ? 0 : tk.blk;
       const int64_t ka = reinterpret_cast<int64_t>(p.k) +
-                         (tk.kvh * p.k_stride_head + b * p.k_stride_block + tk.slot * p.k_stride_tok) * 2;
+                         (cu_kvh * p.k_stride_head + b * p.k_stride_block + tk.slot * p.k_stride_tok) * 2;
       const int64_t va = reinterpret_cast<int64_t>(p.v) +
-                         (tk.kvh * p.v_stride_head + b * p.v_stride_block + tk.slot * p.v_stride_tok) * 2;
+                         (cu_kvh * p.v_stride_head + b * p.v_stride_block + tk.slot * p.v_stride_tok) * 2;
       static_assert(sizeof(T) == 2, "16-bit caches");
 #pragma unroll 4
       for (int i = 0; i < 32 / LPR; ++i) {
@@ -466,7 +467,7 @@ __global__ void __launch_bounds__(384, 1)
   uint32_t qa[HS / 16][4];
   const int wrow0 = warp * 16;
   auto load_qa = [&](int u) {
-    const uint8_t *b = sQ + (u & 1) * S::kQBytes;
+    const uint8_t *b = q_buf(u);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk)
       ldmatrix_x4(qa[kk], b + swz_chunk<BM>(wrow0 + (lane & 15), 2 * kk + (lane >> 4)));
@@ -510,7 +511,7 @@ __global__ void __launch_bounds__(384, 1)
     const int kvh = us.kvh, qpos0 = us.qpos0, kstart = us.kstart, kend = us.kend, ntiles = us.ntiles;
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
-    uint8_t *sQu = sQ + (u & 1) * S::kQBytes;
+    uint8_t *sQu = q_buf(u);
 
     int head[2];
     const RowCtx rc = row_ctx_of(p, it, kvh, qpos0, wrow0, gq, head);
@@ -603,22 +604,30 @@ __global__ void __launch_bounds__(384, 1)
       if (it.ws_base < 0) {
         // Final rows: the warp's 16 normalised rows go through its own rows
         // of the unit's Q buffer (free: every S product of the warpgroup has
-        // landed, and no other warp reads those rows; XOR-swizzled 16-byte
-        // chunks, no bank conflicts) and leave as 16-byte coalesced stores.
+        // landed, and no other warp reads those rows), written by stmatrix
+        // (8 per thread at head size 128, where 4-byte stores took 32) in the
+        // XOR-swizzled layout (no bank conflicts), and leave as 16-byte
+        // coalesced stores.
+        float f[2];
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          float lse, f;
-          row_final(p, it, m[i], l[i], head[i], &lse, &f);
-          const int r = gq + 8 * i;
-#pragma unroll
-          for (int df = 0; df < DF; ++df)
-            *reinterpret_cast<uint32_t *>(sQu + swz_chunk<BM>(wrow0 + r, df) + 4 * tq) =
-                Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
+          float lse;
+          row_final(p, it, m[i], l[i], head[i], &lse, &f[i]);
           if (p.lse && tq == 0 && rc.valid[i]) {
-            const int64_t tok = rq.q_start + (it.q_row0 + wrow0 + r) / G;
+            const int64_t tok = rq.q_start + (it.q_row0 + wrow0 + gq + 8 * i) / G;
             p.lse[head[i] * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
           }
         }
+        // stmatrix: matrices (rows 0-7 | 8-15) x (chunks df | df + 1); lane l
+        // addresses row l % 8 + 8 ((l / 8) % 2), chunk df + l / 16.
+        const uint32_t srow = smem_u32(sQu);
+#pragma unroll
+        for (int df = 0; df < DF; df += 2)
+          stmatrix_x4(srow + swz_chunk<BM>(wrow0 + (lane & 7) + 8 * ((lane >> 3) & 1), df + (lane >> 4)),
+                      Elem<T>::pack2(o[df][0] * f[0], o[df][1] * f[0]),
+                      Elem<T>::pack2(o[df][2] * f[1], o[df][3] * f[1]),
+                      Elem<T>::pack2(o[df + 1][0] * f[0], o[df + 1][1] * f[0]),
+                      Elem<T>::pack2(o[df + 1][2] * f[1], o[df + 1][3] * f[1]));
         __syncwarp();
         // Lane j < 16 computes row wrow0 + j's output address once; each
         // step stores LPR rows of CH chunks, taking the addresses by shuffle.

@@ -63,6 +63,15 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Stores four 8x8 16-bit matrices from mma fragments (the inverse of
+// ldmatrix.x4): r[j] is matrix j's fragment (lane l: row l / 4, elements
+// 2 (l % 4) .. + 1), lane l gives the shared address of row l % 8 of matrix
+// l / 8 (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(uint32_t saddr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(saddr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 // Named CTA barrier `id` (1..15) over `count` threads: sync waits for the
 // count, arrive counts without waiting (producer / consumer hand-off).
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {

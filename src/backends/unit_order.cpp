@@ -2,12 +2,19 @@
 #include "backends/unit_order.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <vector>
 
 namespace vattn {
 
-bool unit_order(const int32_t *req, const int64_t *keys, int64_t n, int32_t kv_heads, int32_t *units) {
+bool unit_order(const void *req, size_t req_stride, const int64_t *keys, int64_t n, int32_t kv_heads,
+                int32_t *units) {
+  auto rq = [&](int64_t i) {
+    int32_t r;
+    std::memcpy(&r, static_cast<const char *>(req) + static_cast<size_t>(i) * req_stride, sizeof(r));
+    return r;
+  };
   try {
     std::vector<int32_t> idx(static_cast<size_t>(n));
     std::vector<int8_t> cls(static_cast<size_t>(n));
@@ -19,12 +26,12 @@ bool unit_order(const int32_t *req, const int64_t *keys, int64_t n, int32_t kv_h
     }
     std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
       if (cls[a] != cls[b]) return cls[a] > cls[b];
-      return req[a] < req[b];
+      return rq(a) < rq(b);
     });
     int64_t u = 0;
     for (int64_t s = 0; s < n;) {  // segments of one (class, request)
       int64_t e = s + 1;
-      while (e < n && cls[idx[e]] == cls[idx[s]] && req[idx[e]] == req[idx[s]]) ++e;
+      while (e < n && cls[idx[e]] == cls[idx[s]] && rq(idx[e]) == rq(idx[s])) ++e;
       for (int32_t h = 0; h < kv_heads; ++h)
         for (int64_t i = s; i < e; ++i) units[u++] = idx[i] * kv_heads + h;
       s = e;

@@ -13,13 +13,17 @@
 // the L2 reads missed to DRAM; with this order 33%.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace vattn {
 
 // units[0, n * kv_heads) = a permutation of [0, n * kv_heads) in the order
-// above.  req[i]: item i's request; keys[i] >= 0: keys it visits.  Returns
-// false (units untouched) only when its scratch cannot be allocated.
-bool unit_order(const int32_t *req, const int64_t *keys, int64_t n, int32_t kv_heads, int32_t *units);
+// above.  Item i's request is the int32 at byte offset i * req_stride from
+// req (so the builder passes its item records' req field without a copy);
+// keys[i] >= 0: keys it visits.  Returns false (units untouched) only when
+// its scratch cannot be allocated.
+bool unit_order(const void *req, size_t req_stride, const int64_t *keys, int64_t n, int32_t kv_heads,
+                int32_t *units);
 
 }  // namespace vattn

@@ -35,7 +35,7 @@ TEST(UnitOrder, RandomBatchesFollowTheRule) {
       keys[i] = std::uniform_int_distribution<int64_t>(0, 1 << 16)(rng);
     }
     std::vector<int32_t> units(static_cast<size_t>(n) * kvh, -7);
-    ASSERT_TRUE(vattn::unit_order(req.data(), keys.data(), n, kvh, units.data()));
+    ASSERT_TRUE(vattn::unit_order(req.data(), sizeof(int32_t), keys.data(), n, kvh, units.data()));
 
     // A permutation of [0, n * kvh).
     std::vector<int32_t> sorted = units;
@@ -64,7 +64,7 @@ TEST(UnitOrder, WorkedExample) {
   const int32_t req[] = {0, 1, 0, 1, 0};
   const int64_t keys[] = {1024, 1000, 600, 520, 40};
   int32_t units[10];
-  ASSERT_TRUE(vattn::unit_order(req, keys, 5, 2, units));
+  ASSERT_TRUE(vattn::unit_order(req, sizeof(int32_t), keys, 5, 2, units));
   // class 10: item 0 (h0, h1); class 9: request 0 (item 2), request 1 (items 1, 3); class 5: item 4.
   const int32_t want[] = {0, 1, 4, 5, 2, 6, 3, 7, 8, 9};
   for (int i = 0; i < 10; ++i) EXPECT_EQ(units[i], want[i]) << i;

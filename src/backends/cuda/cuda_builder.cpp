@@ -293,12 +293,9 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   }
   const int64_t n_gen = n_items;
   // The Hopper kernel's claim order of the general items' units.
-  {
-    std::vector<int32_t> gen_req(static_cast<size_t>(n_gen));
-    for (int64_t i = 0; i < n_gen; ++i) gen_req[i] = items[i].req;
-    if (!unit_order(gen_req.data(), gen_keys.data(), n_gen, o.num_kv_heads, plan->h<int32_t>(L.units)))
-      return fail(VATTN_ERR_OUT_OF_MEMORY, "plan build: out of host memory");
-  }
+  if (!unit_order(&items[0].req, sizeof(kern::AttnItem), gen_keys.data(), n_gen, o.num_kv_heads,
+                  plan->h<int32_t>(L.units)))
+    return fail(VATTN_ERR_OUT_OF_MEMORY, "plan build: out of host memory");
 
   // ---- decode items: pick one split count s for the batch (each tile uses
   // min(s, range / kDecMinKeysPerSplit) chunks) minimising the modelled
