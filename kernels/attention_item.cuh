@@ -172,10 +172,13 @@ __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem
 
 // A row's final statistics from its reference m (base 2) and its whole sum
 // l of 2^(x - m): *lse (natural log) and the output factor *f (v_scale /
-// sum), with head h's sink applied when the item writes final rows.
+// sum), with head h's sink applied when the item writes final rows.  The
+// LSE (a log2f per row) is left -inf when nothing reads it: a final row
+// with no LSE output and no sink.
 __device__ __forceinline__ void final_stats(const AttnParams &p, const AttnItem &it, float m, float l,
                                             int h, float *lse, float *f) {
-  *lse = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+  *lse = -INFINITY;
+  if (l > 0.f && (it.ws_base >= 0 || p.lse != nullptr || p.sinks != nullptr)) *lse = (m + log2f(l)) * kLn2;
   *f = l > 0.f ? p.v_scale / l : 0.f;
   if (it.ws_base < 0 && p.sinks) apply_sink(p.sinks[h], lse, f);
 }
