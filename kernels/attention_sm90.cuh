@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
   uint64_t *bars = reinterpret_cast<uint64_t *>(sKV + ST * 2 * S::kTileBytes);
   UnitSlot *ring = reinterpret_cast<UnitSlot *>(bars + S::kBars);
-  const uint32_t aQ = smem_u32(sQ), aKV = smem_u32(sKV), aBar = smem_u32(bars);
+  const uint32_t aKV = smem_u32(sKV), aBar = smem_u32(bars);
   auto q_buf = [&](int u) { return sQ + (u & 1) * S::kQBytes; };
   // mbarrier addresses: full[s], empty[s], qfull[b], qempty[b].
   auto bar_full = [&](int s) { return aBar + 8u * s; };
@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(384, 1)
         rm.of(32 * pw + lane, &tok, &h);
         row_q = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head;
       }
-      const uint32_t dq = aQ + (r & 1) * S::kQBytes;
+      const uint32_t dq = smem_u32(q_buf(r));
 #pragma unroll 4
       for (int i = 0; i < 32 / LPR; ++i) {
         const int wr_ = cr + LPR * i, row = 32 * pw + wr_;

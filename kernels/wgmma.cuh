@@ -1,7 +1,7 @@
 // wgmma.cuh -- Hopper (sm_90a) primitives used by attention_sm90.cuh:
 // warpgroup MMA (shared-memory matrix descriptors for the 128-byte swizzled
 // layout, the fence / commit / wait protocol, m64nNk16 instructions with
-// fp32 accumulators and A from shared memory or registers), and the
+// fp32 accumulators and A from registers), and the
 // warp-specialisation tools (mbarriers, TMA tensor loads, named barriers,
 // the register hand-over between warpgroups).  Only compiled into sm_90a
 // code (VATTN_SM90A); other targets see declarations they never call.
@@ -11,7 +11,7 @@
 // chunk c ^ (r % 8), the tile 1024-byte aligned (the hardware applies the
 // swizzle to address bits 4-6 from bits 7-9).  Wider rows (head size 128)
 // are stored as consecutive such tiles ("column blocks") of R x 64.
-//  - K-major operand (Q as A, K as B of S = Q K^T): rows are M / N, the
+//  - K-major operand (K as B of S = Q K^T): rows are N (keys), the
 //    k16 step kk starts at block kk / 4, byte (kk % 4) * 32 of the row;
 //    stride between 8-row groups (SBO) = 1024, LBO unused.
 //  - MN-major operand (V as B of O = P V, transposed): rows are K (keys),
@@ -58,11 +58,6 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Makes this thread's generic-proxy shared-memory writes (st.shared,
-// cp.async) visible to wgmma's async-proxy reads; a barrier follows.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 // Stores four 8x8 16-bit matrices from mma fragments (the inverse of
 // ldmatrix.x4): r[j] is matrix j's fragment (lane l: row l / 4, elements
 // 2 (l % 4) .. + 1), lane l gives the shared address of row l % 8 of matrix
@@ -72,13 +67,9 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t saddr, uint32_t r0, uint32_
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
-// Named CTA barrier `id` (1..15) over `count` threads: sync waits for the
-// count, arrive counts without waiting (producer / consumer hand-off).
+// Named CTA barrier `id` (1..15) over `count` threads: waits for the count.
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 // ---- mbarriers (shared memory, 8 bytes, 8-byte aligned), the hand-off
 // between a producer warpgroup and the consumer warpgroups.  A barrier
@@ -151,11 +142,6 @@ __device__ __forceinline__ void wgmma_fence_regs(uint32_t (&a)[NF][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[f][e])::"memory");
 }
 
-// D[64 x N] (+)= A[64 x 16] B[16 x N]: A and B K-major in shared memory.
-// accumulate == 0 overwrites D.
-template <int N, class T>
-__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t da, uint64_t db,
-                                         int accumulate);
 // D[64 x N] += A[64 x 16] (registers) B[16 x N] (shared memory, MN-major).
 template <int N, class T>
 __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4],
@@ -197,18 +183,9 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
   "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 // Both wrappers of one shape and type; I0 .. I5: the operand numbers after
-// the accumulators (ss: A, B descriptors, accumulate flag; rs: the four A
-// registers, the B descriptor, the accumulate flag).
+// the accumulators (the four A registers, the B descriptor, the accumulate
+// flag).
 #define VATTN_WGMMA_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2, I3, I4, I5)                          \
-  template <>                                                                                       \
-  __device__ __forceinline__ void wgmma_ss<N, TY>(float(&d)[N / 8][4], uint64_t da, uint64_t db,     \
-                                                  int accumulate) {                                 \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I2 ", 0;\n"                                   \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, %" I0   \
-                 ", %" I1 ", p, 1, 1, 0, 0;\n}\n"                                                    \
-                 : CONS                                                                             \
-                 : "l"(da), "l"(db), "r"(accumulate));                                              \
-  }                                                                                                 \
   template <>                                                                                       \
   __device__ __forceinline__ void wgmma_rs_tb<N, TY>(float(&d)[N / 8][4], const uint32_t(&a)[4],     \
                                                      uint64_t db) {                                 \
