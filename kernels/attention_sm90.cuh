@@ -37,7 +37,9 @@
 //    The two warpgroups do not wait for each other between tiles.
 // Hand-offs are mbarriers (wgmma.cuh): per K / V buffer `full` (the
 // producer's 128 threads arrive when their cp.async copies have landed, and
-// the TMA boxes count their bytes) and `empty` (the 8 consumer warps arrive
+// the TMA boxes count their bytes; rows copied by cp.async are written
+// through the generic proxy, so a consumer fences the proxies after the
+// wait on a tile that may hold them) and `empty` (the 8 consumer warps arrive
 // when their products are done with it); per Q buffer `qfull` (copies
 // landed, the unit's ring slot written) and `qempty` (each of the 256
 // consumer threads arrives when the unit's epilogue, which stages the output
@@ -99,7 +101,13 @@ __device__ __forceinline__ uint32_t swz_chunk(int r, int ch) {
 struct UnitSlot {
   AttnItem it;
   AttnReq rq;
-  int kvh, qpos0, kstart, kend, ntiles, pad_[3];
+  int kvh, qpos0, kstart, kend, ntiles;
+  // First tile whose rows may have come by cp.async (generic proxy), so the
+  // consumers fence before wgmma reads them (async proxy): 0 when any full
+  // tile can (no TMA, or 16-key segments that cross cache blocks), else the
+  // last tile (its rows past the keys are zero-filled by cp.async).
+  int fence_from;
+  int pad_[2];
 };
 constexpr int kUnitRing = 8;     // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
@@ -202,6 +210,11 @@ __global__ void __launch_bounds__(384, 1)
     s.kstart = ik.kstart;
     s.kend = ik.kend;
     s.ntiles = ik.ntiles > 1 ? ik.ntiles : 1;
+    // A full tile is all TMA boxes when TMA is on and its 16-key segments
+    // each lie in one cache block (the producer's `lead` test: block size
+    // and key start multiples of 16; dense K / V rows are consecutive).
+    const bool full_tma = maps.use != 0 && (!p.paged || ((bs & 15) == 0 && (ik.kstart & 15) == 0));
+    s.fence_from = full_tma ? s.ntiles - 1 : 0;
   };
 
   if (tid == 0) {
@@ -443,8 +456,11 @@ __global__ void __launch_bounds__(384, 1)
 
   int g = 0;        // stage of the CTA's next tile
   uint32_t gph = 0;  // parity of its current fill
-  auto wait_tile = [&]() {
+  // fence: the tile may hold cp.async rows (UnitSlot::fence_from), which
+  // the wgmma products read through the async proxy.
+  auto wait_tile = [&](bool fence) {
     mbar_wait(bar_full(g), gph);
+    fence_proxy_async_if(fence);
     __syncwarp();
   };
   auto release = [&](int st) {  // this warp's products are done with stage st
@@ -499,7 +515,7 @@ __global__ void __launch_bounds__(384, 1)
   // the products asynchronous: with no such unit it multiplies stale
   // buffers, never read.)
   const bool any = unit_slot(0).ntiles != 0;
-  if (any) wait_tile();
+  if (any) wait_tile(ring[0].fence_from == 0);
   load_qa(0);
   wgmma_fence();
   issue_s(g);
@@ -509,6 +525,7 @@ __global__ void __launch_bounds__(384, 1)
     const AttnItem it = us.it;
     const AttnReq rq = us.rq;
     const int kvh = us.kvh, qpos0 = us.qpos0, kstart = us.kstart, kend = us.kend, ntiles = us.ntiles;
+    const int fence_from = us.fence_from;
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
     uint8_t *sQu = q_buf(u);
@@ -566,7 +583,7 @@ __global__ void __launch_bounds__(384, 1)
       advance();
 #pragma unroll 1
       for (int t = 1; t < ntiles; ++t) {
-        wait_tile();
+        wait_tile(t >= fence_from);
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         wgmma_fence();
@@ -593,8 +610,9 @@ __global__ void __launch_bounds__(384, 1)
       release(prev);
       // The next unit's Q and first tile, and its first S product, which
       // runs under this unit's epilogue.
-      more = unit_slot(u + 1).ntiles != 0;
-      if (more) wait_tile();
+      const UnitSlot &nx = unit_slot(u + 1);
+      more = nx.ntiles != 0;
+      if (more) wait_tile(nx.fence_from == 0);
       load_qa(u + 1);
       wgmma_fence();
       issue_s(more ? g : prev);

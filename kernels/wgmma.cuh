@@ -103,6 +103,15 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
+// Orders this thread's view of shared memory written through the generic
+// proxy (cp.async, st.shared) before its later async-proxy reads (wgmma
+// operands) when c holds; predicated, so no branch sits near the wgmma
+// issue (ptxas serialises wgmma across some branches).
+__device__ __forceinline__ void fence_proxy_async_if(bool c) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p fence.proxy.async.shared::cta;\n}\n" ::"r"(
+                   static_cast<int>(c))
+               : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
   do {
