@@ -183,6 +183,11 @@ __device__ __forceinline__ void final_stats(const AttnParams &p, const AttnItem 
   if (it.ws_base < 0 && p.sinks) apply_sink(p.sinks[h], lse, f);
 }
 
+// The final LSE of head h at token tok, where the caller asked for it.
+__device__ __forceinline__ void store_lse(const AttnParams &p, int h, int64_t tok, float lse) {
+  if (p.lse) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+}
+
 // final_stats of a row from this thread's partial sum l (reduced over the
 // quad here; every lane of the warp must call).
 __device__ __forceinline__ void row_final(const AttnParams &p, const AttnItem &it, float m, float l,
@@ -218,7 +223,7 @@ __device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &
         const uint32_t w = Elem<T>::pack2(o[df][2 * i] * f, o[df][2 * i + 1] * f);
         *reinterpret_cast<uint32_t *>(out + df * 8 + 2 * tq) = w;
       }
-      if (p.lse && tq == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+      if (tq == 0) store_lse(p, h, tok, lse);
     } else {
       const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
       float *wo = p.ws_o + wr * HS;
@@ -241,7 +246,10 @@ __device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &
 // once the epilogue is done): weights [16][kMaxParts] + row stats.  Run by
 // threads [0, nthreads) of the CTA (whole warps), which sync() makes wait
 // for each other (__syncthreads, or a named barrier over those threads).
-template <class T, int HS, class Sync>
+// PRE > 0: a thread loads the first PRE partials of its first output chunk
+// before the weights are known, so those loads overlap the LSE step (one L2
+// round trip less on the critical path of the last CTA; 4 PRE registers).
+template <class T, int HS, int PRE = 0, class Sync>
 __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
                                               const AttnReq &rq, int kvh, float *scratch,
                                               int nthreads, Sync sync) {
@@ -257,13 +265,27 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
   sync();
   if (!s_last) return;
   __threadfence();  // order the reads of the other partials after the count
+  constexpr int D4 = HS / 4;
+  const int64_t step = static_cast<int64_t>(rows) * nkv;  // between one row's parts
+  auto part_o = [&](int r, int d, int j) {  // part j of row r, dims d .. d + 3
+    return __ldcg(reinterpret_cast<const float4 *>(p.ws_o + ((base + r) * nkv + kvh + j * step) * HS + d));
+  };
+  float4 pre[PRE > 0 ? PRE : 1];
+  if constexpr (PRE > 0) {
+    if (tid < rows * D4) {
+      const int r = tid / D4, d = 4 * (tid - r * D4);
+#pragma unroll
+      for (int j = 0; j < PRE; ++j)
+        if (j < parts) pre[j] = part_o(r, d, j);
+    }
+  }
   float *w = scratch;                              // [16][kMaxSelfMergeParts]
   float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
   float *row_f = row_lse + 16;                        // [16] output factor
   // One warp per row: max and sum of exp over the parts.
   for (int r = warp; r < rows; r += nwarps) {
     float l0 = -INFINITY, l1 = -INFINITY;
-    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
+    const int64_t w0 = (base + r) * nkv + kvh;
     if (lane < parts) l0 = __ldcg(p.ws_lse + w0 + lane * step);
     if (lane + 32 < parts) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
     float mx = fmaxf(l0, l1);
@@ -287,14 +309,28 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
     }
   }
   sync();
-  constexpr int D4 = HS / 4;
   for (int e = tid; e < rows * D4; e += nthreads) {
     const int r = e / D4, d = 4 * (e - r * D4);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    const int64_t w0 = (base + r) * nkv + kvh, step = static_cast<int64_t>(rows) * nkv;
-    for (int j = 0; j < parts; ++j) {
+    int j0 = 0;
+    if constexpr (PRE > 0) {
+      if (e == tid) {  // the first chunk: its first PRE partials are in pre
+#pragma unroll
+        for (int j = 0; j < PRE; ++j) {
+          if (j < parts) {
+            const float wt = w[r * kMaxSelfMergeParts + j];
+            acc.x += wt * pre[j].x;
+            acc.y += wt * pre[j].y;
+            acc.z += wt * pre[j].z;
+            acc.w += wt * pre[j].w;
+          }
+        }
+        j0 = PRE;
+      }
+    }
+    for (int j = j0; j < parts; ++j) {
       const float wt = w[r * kMaxSelfMergeParts + j];
-      const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + (w0 + j * step) * HS + d));
+      const float4 v = part_o(r, d, j);
       acc.x += wt * v.x;
       acc.y += wt * v.y;
       acc.z += wt * v.z;
@@ -307,7 +343,7 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
     T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head + d;
     *reinterpret_cast<uint2 *>(out) =
         make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
-    if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = row_lse[r];
+    if (d == 0) store_lse(p, h, tok, row_lse[r]);
   }
   if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
 }

@@ -113,25 +113,23 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   char *wbase = body + warp * S::WARP_BYTES;
 
   for (int item_idx = first + blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
-    const AttnItem it = p.items[item_idx];
-    const AttnReq rq = p.reqs[it.req];
-    const bool causal = rq.causal != 0 && p.allow_causal != 0;
+    const ItemCtx ic = item_begin(p, item_idx, KT, &sc);
+    const AttnItem &it = ic.it;
+    const AttnReq &rq = ic.rq;
+    const ItemKeys &ik = ic.ik;
+    const int32_t *bt_row = ic.bt_row;
 
     __syncthreads();  // the previous item is done with shared memory
     int head[2];
-    const RowCtx rc = row_ctx_of(p, it, kvh, rq.q_pos0, 0, gq, head);
-    const ItemKeys ik = item_keys(p, it, rq, causal, KT);
+    const RowCtx rc = row_ctx_of(p, it, kvh, ik.qpos0, 0, gq, head);
     const int kstart = ik.kstart, kend = ik.kend;
-    sc.causal = causal;
-    sc.kend = kend;
     const int nw = ik.ntiles > warp ? (ik.ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
-    const int32_t *bt_row = p.block_table + static_cast<int64_t>(rq.bt_row) * p.bt_stride;
     // Keys [vis_lo, vis_hi) are visible to every row of the item: tiles
     // inside skip the masks (rows past num_rows hold Q = 0, finite scores,
     // and are never written).
     const int qmin = ik.qmin, qmax = ik.qmax;
     int vis_hi = kend;
-    if (causal && vis_hi > qmin + 1) vis_hi = qmin + 1;
+    if (sc.causal && vis_hi > qmin + 1) vis_hi = qmin + 1;
     if (p.window_right >= 0 && vis_hi > qmin + p.window_right + 1) vis_hi = qmin + p.window_right + 1;
     const int vis_lo = p.window_left >= 0 ? qmax - p.window_left : kstart;
 
@@ -348,6 +346,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = gq + 8 * i;
+      if (row >= it.num_rows) continue;  // never read (a decode token of G heads fills G rows)
       if (tq == 0) {
         red_m[warp * 16 + row] = m[i];
         red_l[warp * 16 + row] = l[i];
@@ -398,7 +397,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
                  static_cast<int64_t>(h) * p.o_stride_head + d;
         *reinterpret_cast<uint2 *>(out) =
             make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
-        if (p.lse && d == 0) p.lse[h * p.lse_stride_head + tok * p.lse_stride_tok] = lse;
+        if (d == 0) store_lse(p, h, tok, lse);
       } else {
         const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
         *reinterpret_cast<float4 *>(p.ws_o + wr * HS + d) =
@@ -406,7 +405,13 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         if (d == 0) p.ws_lse[wr] = lse;
       }
     }
-    if (it.merge != 0) merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(body));
+    // Partials prefetched by the merging CTA: 16 at head size >= 128 (2
+    // CTAs per SM either way), 4 at 64, where more registers would cost a
+    // resident CTA.
+    constexpr int kMergePre = HS <= 64 ? 4 : 16;
+    if (it.merge != 0)
+      merge_split_tile<T, HS, kMergePre>(p, it, rq, kvh, reinterpret_cast<float *>(body), S::kThreads,
+                                         [] { __syncthreads(); });
   }
 }
 

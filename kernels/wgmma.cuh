@@ -151,20 +151,28 @@ __device__ __forceinline__ void wgmma_fence_regs(uint32_t (&a)[NF][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[f][e])::"memory");
 }
 
-// D[64 x N] += A[64 x 16] (registers) B[16 x N] (shared memory, MN-major).
+// One m64nNk16 product with A from registers: D[64 x N] (+)= A[64 x 16]
+// B[16 x N], B in shared memory through descriptor db, K-major (TB = 0) or
+// MN-major (TB = 1, the transposed-B flag); accumulate == 0 overwrites D.
+// Specialised per shape and type below.
 template <int N, class T>
-__device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4],
-                                            uint64_t db);
-// D[64 x N] (+)= A[64 x 16] (registers) B[16 x N] (shared memory, K-major);
-// accumulate == 0 overwrites D.
+struct WgmmaRS;
+// D (+)= A B, B K-major.
 template <int N, class T>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db,
-                                         int accumulate);
+                                         int accumulate) {
+  WgmmaRS<N, T>::template run<0>(d, a, db, accumulate);
+}
+// D += A B, B MN-major.
+template <int N, class T>
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db) {
+  WgmmaRS<N, T>::template run<1>(d, a, db, 1);
+}
 
 // ---- instances: m64nNk16 for N = 64, 96, 128 (R = N / 2 accumulator
 // registers per thread), bf16 and fp16.  VATTN_WG_D<R>: the accumulator
 // operand list "%0, ..., %<R-1>"; VATTN_WG_C<R>: its "+f" constraints; the
-// remaining operands are numbered from R on (I0 .. I5 below).
+// remaining operands are numbered from R on (I0 .. I6 below).
 #define VATTN_WG_D32 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -191,34 +199,28 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
   "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
   "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-// Both wrappers of one shape and type; I0 .. I5: the operand numbers after
+// The product of one shape and type; I0 .. I6: the operand numbers after
 // the accumulators (the four A registers, the B descriptor, the accumulate
-// flag).
-#define VATTN_WGMMA_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2, I3, I4, I5)                          \
+// flag, the transposed-B immediate).
+#define VATTN_WGMMA_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2, I3, I4, I5, I6)                      \
   template <>                                                                                       \
-  __device__ __forceinline__ void wgmma_rs_tb<N, TY>(float(&d)[N / 8][4], const uint32_t(&a)[4],     \
-                                                     uint64_t db) {                                 \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                                   \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, {%" I0  \
-                 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, 1;\n}\n"                            \
-                 : CONS                                                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                    \
-  }                                                                                                 \
-  template <>                                                                                       \
-  __device__ __forceinline__ void wgmma_rs<N, TY>(float(&d)[N / 8][4], const uint32_t(&a)[4],        \
-                                                  uint64_t db, int accumulate) {                    \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                                   \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, {%" I0  \
-                 ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, 0;\n}\n"                            \
-                 : CONS                                                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));           \
-  }
-VATTN_WGMMA_SHAPE(64, __nv_bfloat16, "bf16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37")
-VATTN_WGMMA_SHAPE(64, __half, "f16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37")
-VATTN_WGMMA_SHAPE(96, __nv_bfloat16, "bf16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53")
-VATTN_WGMMA_SHAPE(96, __half, "f16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53")
-VATTN_WGMMA_SHAPE(128, __nv_bfloat16, "bf16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69")
-VATTN_WGMMA_SHAPE(128, __half, "f16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69")
+  struct WgmmaRS<N, TY> {                                                                           \
+    template <int TB>                                                                               \
+    __device__ __forceinline__ static void run(float (&d)[N / 8][4], const uint32_t (&a)[4],        \
+                                               uint64_t db, int accumulate) {                       \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                                 \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, {%" I0 \
+                   ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, %" I6 ";\n}\n"                   \
+                   : CONS                                                                           \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB)); \
+    }                                                                                               \
+  };
+VATTN_WGMMA_SHAPE(64, __nv_bfloat16, "bf16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38")
+VATTN_WGMMA_SHAPE(64, __half, "f16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38")
+VATTN_WGMMA_SHAPE(96, __nv_bfloat16, "bf16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54")
+VATTN_WGMMA_SHAPE(96, __half, "f16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54")
+VATTN_WGMMA_SHAPE(128, __nv_bfloat16, "bf16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70")
+VATTN_WGMMA_SHAPE(128, __half, "f16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70")
 #undef VATTN_WGMMA_SHAPE
 #undef VATTN_WG_D32
 #undef VATTN_WG_C32
