@@ -431,6 +431,8 @@ def table(rows, meta):
                 pct = "%.0f%% of floor" % e["pct_of_floor"]
             else:
                 pct = "%.0f%% of copy" % e["pct_of_copy"]
+                if v.get("read_ref"):  # vattn-bench's same-size read reference (CUDA only)
+                    pct += " · %.0f%% of read" % v["read_ref"]["eager_pct"]
             rate = fmt_rate(e, kind)
             if wl == "mixed":
                 rate += ", %.0f TFLOP/s" % e["tflops"]
@@ -454,7 +456,10 @@ def table(rows, meta):
              "CUDA-graph replay median in parentheses; rate and %% from the eager median; checked against "
              "the CPU backend before timing. Decode GB/s counts K+V of every context token + Q + O; "
              "prefill TFLOP/s counts 4·D·H·(visible causal pairs). Speed-up = best torch median / vattn "
-             "eager median (both eager launches)." % "16")
+             "eager median (both eager launches)." % "16"
+             + (" % of read: the eager median against a plain streaming read of the same bytes, timed "
+                "the same way in the same process (the reachable floor for small shapes)."
+                if any((r.get("vattn") or {}).get("read_ref") for r in rows) else ""))
     for n in notes:
         L.append("%s %s." % (mark[n], n))
     # Mixed batch against the sum of its parts measured alone (same run).

@@ -16,7 +16,10 @@
 // After warm-up every run is timed on its own (CUDA events on the GPU,
 // steady_clock on the CPU); the median, p10 and p90 are reported.  The device
 // copy ceiling is measured in the same process (cudaMemcpy device to device,
-// bytes read + written; on the CPU a multi-threaded memcpy).  Achieved
+// bytes read + written; on the CPU a multi-threaded memcpy).  On CUDA the
+// eager median is also set against a plain streaming read of the workload's
+// byte count, timed the same way (the "read" line, JSON "read_ref"): the
+// reachable floor where the copy ceiling is not (small shapes).  Achieved
 // bandwidth counts the bytes the kernel must move at least once: decode =
 // K+V of every context token + Q + O; prefill is rated in TFLOP/s of
 // 4 * head_size * num_heads * (visible (q, k) pairs) against a stated matrix
@@ -49,6 +52,7 @@
 #include <cuda_runtime_api.h>
 extern "C" int vbench_fill_device(void *base, long long n, int kind, unsigned long long seed,
                                   float scale, void *stream);
+extern "C" int vbench_read_device(const void *base, long long bytes, void *sink, void *stream);
 #endif
 
 namespace {
@@ -893,6 +897,88 @@ Ceiling measure_copy(bool cuda, int threads, void *stream) {
   return c;
 }
 
+// ---- same-size read reference (CUDA) ------------------------------------------------------
+// For small shapes the 1 GiB copy ceiling is out of reach (launch overhead
+// and ramp-up dominate), so the eager median is also set against a plain
+// streaming read of the same number of bytes (vbench_read_device), timed the
+// way Bench::time_runs times the workload, in the same process.
+struct ReadRef {
+  bool ran = false;
+  double bytes = 0;      // read per run: the workload's bytes rounded up to 256
+  Stats st;              // microseconds per read
+  double gbps = 0;       // bytes / median
+  double eager_pct = 0;  // 100 * read median / eager median: the eager rate as % of the read's
+  std::string note;      // why it was not measured (ran == false)
+};
+
+#ifdef VATTN_BENCH_CUDA
+// Buffer of max(4 x bytes, 256 MiB), random (never zeros); read i starts at
+// (i * bytes) mod (size - bytes), so consecutive reads never hit in L2.
+// Skips (note set, nothing timed) when the buffer cannot be allocated or the
+// read cannot be launched; only errors of the stream itself are fatal.
+ReadRef measure_read(double work_bytes, double eager_median_us, int warmup, int iters, uint64_t seed,
+                     void *stream) {
+  ReadRef r;
+  const size_t br = (static_cast<size_t>(std::ceil(work_bytes)) + 255) / 256 * 256;
+  // Both candidates are multiples of 256, so every offset stays 256-byte aligned.
+  const size_t size = std::max(4 * br, size_t(256) << 20);
+  void *buf = nullptr;
+  // + 256 bytes after the read region for the sink (one int, practically never written).
+  cudaError_t e = cudaMalloc(&buf, size + 256);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it and go on without the reference
+    r.note = "cudaMalloc of " + std::to_string((size + 256) >> 20) + " MiB failed: " + cudaGetErrorString(e);
+    return r;
+  }
+  char *base = static_cast<char *>(buf);
+  void *sink = base + size;
+  fill_random(base, static_cast<int64_t>(size / 4), vbench::kF32, seed, true, stream);
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const size_t span = size - br;  // >= 3 * br > 0: offsets rotate through [0, span)
+  size_t n = 0;                   // reads issued so far, warm-up included
+  std::string err;
+  auto launch = [&] {
+    const size_t off = (n++ * br) % span;
+    const int rc = vbench_read_device(base + off, static_cast<long long>(br), sink, stream);
+    if (rc && err.empty()) err = cudaGetErrorString(static_cast<cudaError_t>(rc));
+  };
+  // As time_runs: warm-up, then `iters` back-to-back event pairs.  At least
+  // one warm-up read, so the kernel's lazy module load is never timed
+  // (time_runs gets the same from its pass over every copy).
+  for (int i = 0; i < std::max(warmup, 1); ++i) launch();
+  CUCHECK(cudaStreamSynchronize(st));
+  std::vector<double> us;
+  if (err.empty()) {
+    std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(iters));
+    for (auto &x : ev) CUCHECK(cudaEventCreate(&x));
+    for (int i = 0; i < iters; ++i) {
+      CUCHECK(cudaEventRecord(ev[2 * i], st));
+      launch();
+      CUCHECK(cudaEventRecord(ev[2 * i + 1], st));
+    }
+    CUCHECK(cudaStreamSynchronize(st));
+    for (int i = 0; i < iters && err.empty(); ++i) {
+      float ms = 0;
+      CUCHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+      us.push_back(ms * 1e3);
+    }
+    for (auto x : ev) (void)cudaEventDestroy(x);
+  }
+  (void)cudaFree(buf);
+  if (!err.empty()) {
+    (void)cudaGetLastError();
+    r.note = "read kernel launch failed: " + err;
+    return r;
+  }
+  r.ran = true;
+  r.bytes = static_cast<double>(br);
+  r.st = vbench::stats_of(us);
+  r.gbps = r.bytes / (r.st.median * 1e-6) / 1e9;
+  r.eager_pct = eager_median_us > 0 ? 100 * r.st.median / eager_median_us : 0;
+  return r;
+}
+#endif
+
 struct DeviceInfo {
   std::string name;
   int sms = 0;
@@ -1098,7 +1184,7 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   }
   auto write_json = [&](const Ceiling *ceil, const Rated *eager, const Rated *graph, const std::string &graph_err,
-                        int copies, int64_t per_copy) {
+                        int copies, int64_t per_copy, const ReadRef *read = nullptr) {
     if (o.json.empty()) return;
     Json j;
     j.open()
@@ -1148,6 +1234,15 @@ int main(int argc, char **argv) {
     if (eager) json_rated(j, "eager", *eager);
     if (graph) json_rated(j, "graph", *graph);
     if (!graph_err.empty()) j.str("graph_error", graph_err);
+    if (read && read->ran)
+      j.open("read_ref")
+          .num("bytes", read->bytes)
+          .num("median_us", read->st.median)
+          .num("p10_us", read->st.p10)
+          .num("p90_us", read->st.p90)
+          .num("gbps", read->gbps)
+          .num("eager_pct", read->eager_pct)
+          .close();
     j.close();
     std::FILE *f = std::fopen(o.json.c_str(), "w");
     if (!f) die("cannot write --json file '%s'", o.json.c_str());
@@ -1201,6 +1296,20 @@ int main(int argc, char **argv) {
   const Rated eager = rate(b.time_runs(o.warmup, o.iters, false), w, ceil.gbps, matrix);
   print_rated("eager", eager, o, ceil.gbps, matrix);
   std::fflush(stdout);
+  // The reachable floor for this size: a plain read of the same bytes, timed the same way.
+  ReadRef read;
+#ifdef VATTN_BENCH_CUDA
+  if (cuda && w.bytes > 0) {
+    read = measure_read(w.bytes, eager.st.median, o.warmup, o.iters, o.seed * 7 + 5, stream);
+    if (read.ran)
+      std::printf("read   median %10.2f us  (p10 %.2f, p90 %.2f, n=%zu)  |  %8.1f GB/s  "
+                  "(a plain read of the same bytes; eager = %.1f%% of it)\n",
+                  read.st.median, read.st.p10, read.st.p90, read.st.n, read.gbps, read.eager_pct);
+    else
+      std::printf("read   not measured: %s\n", read.note.c_str());
+    std::fflush(stdout);
+  }
+#endif
   Rated graph;
   std::string graph_err;
   bool have_graph = false;
@@ -1218,7 +1327,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  write_json(&ceil, &eager, have_graph ? &graph : nullptr, graph_err, copies, per_copy);
+  write_json(&ceil, &eager, have_graph ? &graph : nullptr, graph_err, copies, per_copy, &read);
 #ifdef VATTN_BENCH_CUDA
   if (cuda) {
     CUCHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
