@@ -357,16 +357,13 @@ __global__ void __launch_bounds__(128) plan_merge_kernel(const PlanMergeParams p
     };
     float mx = -INFINITY;
     for (int i = lane; i < tp.y; i += 32) mx = fmaxf(mx, p.ws_lse[row_of(i)]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    mx = warp_max(mx);
     float sum = 0.f;
     if (mx != -INFINITY)
       for (int i = lane; i < tp.y; i += 32) sum += expf(p.ws_lse[row_of(i)] - mx);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
-    float fin = 1.f;  // sink rescale of the merged output
-    if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
+    sum = warp_sum(sum);
+    float lse, fin;  // fin: the merged output's factor (sink rescale; 0 without keys)
+    merged_lse(mx, sum, p.sinks, h, &lse, &fin);
     float4 acc[2];
     acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (mx != -INFINITY) {
@@ -414,12 +411,11 @@ __global__ void __launch_bounds__(128) plan_merge_kernel(const PlanMergeParams p
         r.z += v.z;
         r.w += v.w;
       }
-      const float f = mx == -INFINITY ? 0.f : fin;
       T *o4 = out + 4 * d4;
-      o4[0] = Elem<T>::from_f(r.x * f);
-      o4[1] = Elem<T>::from_f(r.y * f);
-      o4[2] = Elem<T>::from_f(r.z * f);
-      o4[3] = Elem<T>::from_f(r.w * f);
+      o4[0] = Elem<T>::from_f(r.x * fin);
+      o4[1] = Elem<T>::from_f(r.y * fin);
+      o4[2] = Elem<T>::from_f(r.z * fin);
+      o4[3] = Elem<T>::from_f(r.w * fin);
     }
     if (p.lse && threadIdx.x == 0) p.lse[h * p.lse_stride_head + t * p.lse_stride_tok] = lse;
     __syncthreads();  // red is reused by the next unit

@@ -31,6 +31,30 @@ __device__ __forceinline__ void apply_sink(float sink, float *lse, float *f) {
   *lse = l1;
 }
 
+// Merging partial states (the split merges: merge_split_tile below and
+// plan_merge_kernel).  warp_max / warp_sum reduce over the whole warp (every
+// lane gets the result).  merged_lse: the LSE of the merged row from the
+// parts' maximum mx and sum of exp(lse_i - mx), with the head's sink (sinks
+// may be null) applied, and the factor of the merged output (0 when no part
+// saw a key).
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ void merged_lse(float mx, float sum, const float *sinks, int h, float *lse,
+                                           float *f) {
+  *lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+  *f = 1.f;
+  if (sinks) apply_sink(sinks[h], lse, f);
+  if (mx == -INFINITY) *f = 0.f;
+}
+
 // Keys [kstart, kend) an item visits in tiles of BN, clipped by causality
 // and the windows of its rows.  Dense K/V (encoder types): keys are the
 // request's own rows, kv_len = q_len, positions start at 0; paged: bottom-
@@ -288,25 +312,14 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
     const int64_t w0 = (base + r) * nkv + kvh;
     if (lane < parts) l0 = __ldcg(p.ws_lse + w0 + lane * step);
     if (lane + 32 < parts) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
-    float mx = fmaxf(l0, l1);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float mx = warp_max(fmaxf(l0, l1));
     const float e0 = mx == -INFINITY || l0 == -INFINITY ? 0.f : expf(l0 - mx);
     const float e1 = mx == -INFINITY || l1 == -INFINITY ? 0.f : expf(l1 - mx);
-    float sum = e0 + e1;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float sum = warp_sum(e0 + e1);
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     if (lane < parts) w[r * kMaxSelfMergeParts + lane] = e0 * inv;
     if (lane + 32 < parts) w[r * kMaxSelfMergeParts + lane + 32] = e1 * inv;
-    if (lane == 0) {
-      float lse = mx == -INFINITY ? -INFINITY : mx + logf(sum);
-      float fin = 1.f;
-      const int h = kvh * G + (it.q_row0 + r) % G;
-      if (p.sinks) apply_sink(p.sinks[h], &lse, &fin);
-      row_lse[r] = lse;
-      row_f[r] = mx == -INFINITY ? 0.f : fin;
-    }
+    if (lane == 0) merged_lse(mx, sum, p.sinks, kvh * G + (it.q_row0 + r) % G, &row_lse[r], &row_f[r]);
   }
   sync();
   for (int e = tid; e < rows * D4; e += nthreads) {
