@@ -631,7 +631,8 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < 2; ++i) {
           float lse;
           row_final(p, it, m[i], l[i], head[i], &lse, &f[i]);
-          if (tq == 0 && rc.valid[i]) store_lse(p, head[i], rq.q_start + (it.q_row0 + wrow0 + gq + 8 * i) / G, lse);
+          if (tq == 0 && rc.valid[i])
+            store_lse(p, head[i], rq.q_start + (it.q_row0 + wrow0 + gq + 8 * i) / G, lse);
         }
         // stmatrix: matrices (rows 0-7 | 8-15) x (chunks df | df + 1); lane l
         // addresses row l % 8 + 8 ((l / 8) % 2), chunk df + l / 16.
