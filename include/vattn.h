@@ -834,7 +834,11 @@ VATTN_API void vattn_forward_args_init(vattn_forward_args_t *args);
  * common_prefix_len > 0.  The plan's block ids and slots are checked against
  * args->kv_cache on every call, in O(1) from the maxima measured by
  * vattn_metadata_create (a per-entry scan only when those do not prove them
- * in range, e.g. metadata created with num_cache_blocks = 0). */
+ * in range, e.g. metadata created with num_cache_blocks = 0).
+ * CUDA: the plan also holds the device workspace of split-KV partials and
+ * the kernels' work counters, so forwards that share a plan must run in
+ * order on the device (one stream, as the layers of a step do, or streams
+ * ordered by events); forwards on unordered streams need a plan each. */
 VATTN_API vattn_status_t vattn_layer_forward(const vattn_layer_t *layer, const vattn_plan_t *plan,
                                              const vattn_forward_args_t *args);
 
