@@ -139,6 +139,43 @@ TEST(GpuAttention, SplitKvLongDecode) {
   }
 }
 
+// The decode kernel at head size 64 (its 128-byte / fp8 64-byte key rows)
+// over G in {1, 2, 4, 8} and several KV heads: every cache kind and both
+// layouts, ALiBi, sinks, LSE and a window; decodes of 1 and 2 tokens next
+// to a 3-token request (rows beyond one decode item at G = 8) and long
+// contexts that split (with and without a split bound).
+TEST(GpuAttention, DecodeHeadSize64) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  const int32_t caches[3] = {VATTN_KV_CACHE_DTYPE_AUTO, VATTN_KV_CACHE_DTYPE_FP8_E4M3,
+                             VATTN_KV_CACHE_DTYPE_FP8_E5M2};
+  int variant = 0;
+  for (int G : {1, 2, 4, 8}) {
+    for (int nkv : {2, 6}) {
+      ct::Config c;
+      c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
+      c.num_kv_heads = nkv;
+      c.num_heads = nkv * G;
+      c.head_size = 64;
+      c.block_size = variant % 3 == 0 ? 32 : 16;
+      c.kv_cache_dtype = caches[variant % 3];
+      if (c.kv_cache_dtype != VATTN_KV_CACHE_DTYPE_AUTO) {
+        c.k_scale = 0.5f;
+        c.v_scale = 0.25f;
+      }
+      c.layout = variant % 4 < 2 ? VATTN_LAYOUT_NHD : VATTN_LAYOUT_HND;
+      c.alibi = variant % 2 == 1;
+      c.sinks = variant % 3 != 1;
+      c.sliding_window = variant == 5 ? 257 : 0;
+      c.want_lse = true;
+      c.num_threads = 8;
+      SCOPED_TRACE("decode head size 64, variant " + std::to_string(variant) + " " + c.str());
+      gt::run_gpu_case(c, {1, 2, 1, 3, 1}, {5000, 37, 1, 900, 2100}, g, variant % 2 ? 0 : 24);
+      ++variant;
+    }
+  }
+}
+
 TEST(GpuAttention, EncoderTypesAndCross) {
   GPU_TEST_REQUIRE();
   std::mt19937_64 g(vt::test_seed());
