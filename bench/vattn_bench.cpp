@@ -80,6 +80,30 @@ using vbench::Stats;
     cudaError_t e_ = (call);                                                                 \
     if (e_ != cudaSuccess) die("%s failed: %s", #call, cudaGetErrorString(e_));              \
   } while (0)
+
+// The timed part of every CUDA measurement here: `iters` runs of launch(i)
+// on st, each between two events recorded back to back (no host sync
+// between runs), microseconds per run.  Warm-up is the caller's.
+template <class F>
+std::vector<double> time_event_pairs(cudaStream_t st, int iters, F launch) {
+  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(iters));
+  for (auto &e : ev) CUCHECK(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    CUCHECK(cudaEventRecord(ev[2 * i], st));
+    launch(i);
+    CUCHECK(cudaEventRecord(ev[2 * i + 1], st));
+  }
+  CUCHECK(cudaStreamSynchronize(st));
+  std::vector<double> us;
+  us.reserve(iters);
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    CUCHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    us.push_back(ms * 1e3);
+  }
+  for (auto e : ev) (void)cudaEventDestroy(e);
+  return us;
+}
 #endif
 
 // ---- options -----------------------------------------------------------------------
@@ -759,21 +783,8 @@ struct Bench {
       for (int i = 0; i < w; ++i) launch(i);
       CUCHECK(cudaStreamSynchronize(st));
       CUCHECK(cudaGetLastError());
-      std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(iters));
-      for (auto &e : ev) CUCHECK(cudaEventCreate(&e));
-      for (int i = 0; i < iters; ++i) {
-        CUCHECK(cudaEventRecord(ev[2 * i], st));
-        launch(i);
-        CUCHECK(cudaEventRecord(ev[2 * i + 1], st));
-      }
-      CUCHECK(cudaStreamSynchronize(st));
+      us = time_event_pairs(st, iters, launch);
       CUCHECK(cudaGetLastError());
-      for (int i = 0; i < iters; ++i) {
-        float ms = 0;
-        CUCHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-        us.push_back(ms * 1e3);
-      }
-      for (auto e : ev) (void)cudaEventDestroy(e);
       return us;
     }
 #endif
@@ -937,7 +948,7 @@ ReadRef measure_read(double work_bytes, double eager_median_us, int warmup, int 
   const size_t span = size - br;  // >= 3 * br > 0: offsets rotate through [0, span)
   size_t n = 0;                   // reads issued so far, warm-up included
   std::string err;
-  auto launch = [&] {
+  auto launch = [&](int) {
     const size_t off = (n++ * br) % span;
     const int rc = vbench_read_device(base + off, static_cast<long long>(br), sink, stream);
     if (rc && err.empty()) err = cudaGetErrorString(static_cast<cudaError_t>(rc));
@@ -945,25 +956,10 @@ ReadRef measure_read(double work_bytes, double eager_median_us, int warmup, int 
   // As time_runs: warm-up, then `iters` back-to-back event pairs.  At least
   // one warm-up read, so the kernel's lazy module load is never timed
   // (time_runs gets the same from its pass over every copy).
-  for (int i = 0; i < std::max(warmup, 1); ++i) launch();
+  for (int i = 0; i < std::max(warmup, 1); ++i) launch(i);
   CUCHECK(cudaStreamSynchronize(st));
   std::vector<double> us;
-  if (err.empty()) {
-    std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(iters));
-    for (auto &x : ev) CUCHECK(cudaEventCreate(&x));
-    for (int i = 0; i < iters; ++i) {
-      CUCHECK(cudaEventRecord(ev[2 * i], st));
-      launch();
-      CUCHECK(cudaEventRecord(ev[2 * i + 1], st));
-    }
-    CUCHECK(cudaStreamSynchronize(st));
-    for (int i = 0; i < iters && err.empty(); ++i) {
-      float ms = 0;
-      CUCHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-      us.push_back(ms * 1e3);
-    }
-    for (auto x : ev) (void)cudaEventDestroy(x);
-  }
+  if (err.empty()) us = time_event_pairs(st, iters, launch);
   (void)cudaFree(buf);
   if (!err.empty()) {
     (void)cudaGetLastError();
