@@ -283,12 +283,20 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
   const int rows = it.num_rows, G = p.group, nkv = p.num_kv_heads;
   const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
   int *ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
-  __threadfence();  // this CTA's partial is visible before its arrival counts
+  // One acquire-release atomic by thread 0 after the barrier publishes the
+  // whole CTA's partial (the barrier orders the other threads' writes before
+  // it; release is cumulative) and, for the last CTA, orders its reads of the
+  // other partials after the count (the next barrier passes that on).  It
+  // replaced a fence in every thread before and after a relaxed atomicAdd:
+  // H100 decode 1x32768 55.2-55.6 -> 54.8-55.2 us (same-run A/B).
   sync();
-  if (tid == 0) s_last = atomicAdd(ctr, 1) == parts - 1;
+  if (tid == 0) {
+    int prev;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(ctr) : "memory");
+    s_last = prev == parts - 1;
+  }
   sync();
   if (!s_last) return;
-  __threadfence();  // order the reads of the other partials after the count
   constexpr int D4 = HS / 4;
   const int64_t step = static_cast<int64_t>(rows) * nkv;  // between one row's parts
   auto part_o = [&](int r, int d, int j) {  // part j of row r, dims d .. d + 3

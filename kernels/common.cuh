@@ -91,6 +91,25 @@ __device__ __forceinline__ void cp_async_16_s(uint32_t smem, const void *gmem, i
   else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
 }
+// An L2 cache policy that evicts the lines it tags first: for data read once
+// (the decode kernel's K / V stream), so it does not push out what is read
+// again (the block tables, Q, the split partials).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+// cp_async_16_s with an L2 cache policy (l2_evict_first_policy()).
+template <int PF = 0>
+__device__ __forceinline__ void cp_async_16_pol(uint32_t smem, const void *gmem, int n, uint64_t pol) {
+  static_assert(PF == 0 || PF == 128, "L2 prefetch size");
+  if constexpr (PF == 128)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2, %3;\n" ::"r"(smem),
+                 "l"(gmem), "r"(n), "l"(pol));
+  else
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem), "l"(gmem),
+                 "r"(n), "l"(pol));
+}
 // The same from a generic pointer; valid == false zero-fills.
 __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, bool valid) {
   cp_async_16_s(smem_u32(smem), gmem, valid ? 16 : 0);
