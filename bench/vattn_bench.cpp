@@ -556,6 +556,7 @@ struct Bench {
       bo.max_num_tokens = std::max<int64_t>(T, 1);
       bo.max_blocks_per_req = max_blocks;
       bo.num_threads = o.threads;
+      bo.kv_cache_dtype = t.kv_cache_dtype;
       VCHECK(vattn_builder_create(&builder, backend, &bo));
       vattn_layer_options_t lo;
       vattn_layer_options_init(&lo);

@@ -139,6 +139,7 @@ void forward(fz::In &in) {
   bo.max_blocks_per_req = in.range<int>(0, 7) ? 64 : in.val<int32_t>(1, 64);
   bo.num_threads = in.range<int32_t>(0, 2);
   bo.max_num_splits = in.range<int>(0, 7) ? 0 : in.val<int32_t>(0, 8);
+  bo.kv_cache_dtype = in.range<int>(0, 7) ? lo.kv_cache_dtype : in.val<int32_t>(0, 2);
   if (in.range<int>(0, 31) == 0) bo.struct_size = in.struct_size(sizeof bo);
   vattn_builder_t *builder = nullptr;
   vattn_plan_t *plan = nullptr;

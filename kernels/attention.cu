@@ -197,12 +197,12 @@ static cudaError_t dec_prepare_t(int32_t cache, int32_t hs) {
 }
 
 template <class T>
-static cudaError_t dec_launch_t(const AttnParams &p, int32_t cache, int32_t hs, int grid_x,
+static cudaError_t dec_launch_t(const AttnParams &p, int32_t cache, int32_t hs, int nh, int grid_x,
                                 cudaStream_t s) {
   switch (cache) {
-    case kCacheAuto: return decode_launch_tc<T, kCacheAuto>(p, hs, grid_x, s);
-    case kCacheE4M3: return decode_launch_tc<T, kCacheE4M3>(p, hs, grid_x, s);
-    case kCacheE5M2: return decode_launch_tc<T, kCacheE5M2>(p, hs, grid_x, s);
+    case kCacheAuto: return decode_launch_tc<T, kCacheAuto>(p, hs, nh, grid_x, s);
+    case kCacheE4M3: return decode_launch_tc<T, kCacheE4M3>(p, hs, nh, grid_x, s);
+    case kCacheE5M2: return decode_launch_tc<T, kCacheE5M2>(p, hs, nh, grid_x, s);
     default: return cudaErrorNotSupported;
   }
 }
@@ -212,16 +212,17 @@ cudaError_t decode_prepare(int32_t elem, int32_t cache, int32_t hs) {
   return elem == kF16 ? dec_prepare_t<__half>(cache, hs) : dec_prepare_t<__nv_bfloat16>(cache, hs);
 }
 
-cudaError_t decode_ctas_per_sm(int32_t hs, int32_t *out) {
+cudaError_t decode_ctas_per_sm(int32_t hs, int32_t nh, int32_t *out) {
   if (!decode_supported(kBF16, kCacheAuto, hs)) return cudaErrorNotSupported;
+  if (nh != 1 && (nh != 2 || hs != 64)) return cudaErrorInvalidValue;
   // fp16 and bf16 instances share their shapes; the cache kinds differ.
   int best = 0;
   const int kinds[3] = {kCacheAuto, kCacheE4M3, kCacheE5M2};
   for (int i = 0; i < 3; ++i) {
     int n = 0;
-    cudaError_t e = kinds[i] == kCacheAuto   ? decode_occupancy_tc<__nv_bfloat16, kCacheAuto>(hs, &n)
-                    : kinds[i] == kCacheE4M3 ? decode_occupancy_tc<__nv_bfloat16, kCacheE4M3>(hs, &n)
-                                             : decode_occupancy_tc<__nv_bfloat16, kCacheE5M2>(hs, &n);
+    cudaError_t e = kinds[i] == kCacheAuto   ? decode_occupancy_tc<__nv_bfloat16, kCacheAuto>(hs, nh, &n)
+                    : kinds[i] == kCacheE4M3 ? decode_occupancy_tc<__nv_bfloat16, kCacheE4M3>(hs, nh, &n)
+                                             : decode_occupancy_tc<__nv_bfloat16, kCacheE5M2>(hs, nh, &n);
     if (e != cudaSuccess) return e;
     best = i == 0 ? n : (n < best ? n : best);
   }
@@ -230,11 +231,15 @@ cudaError_t decode_ctas_per_sm(int32_t hs, int32_t *out) {
 }
 
 cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int32_t hs,
-                          int32_t grid_x, cudaStream_t s) {
+                          int32_t nh, int32_t grid_x, cudaStream_t s) {
   if (!decode_supported(elem, cache, hs)) return cudaErrorNotSupported;
+  // The plan's shape: two heads per CTA only where decode_kv_heads_per_cta
+  // can pick it (head size 64, an even number of KV heads, G <= 8).
+  if (nh != 1 && (nh != 2 || hs != 64 || p.num_kv_heads % 2 != 0 || p.group > kDecodeRows / 2))
+    return cudaErrorInvalidValue;
   if (grid_x < 1) grid_x = 1;
-  return elem == kF16 ? dec_launch_t<__half>(p, cache, hs, grid_x, s)
-                      : dec_launch_t<__nv_bfloat16>(p, cache, hs, grid_x, s);
+  return elem == kF16 ? dec_launch_t<__half>(p, cache, hs, nh, grid_x, s)
+                      : dec_launch_t<__nv_bfloat16>(p, cache, hs, nh, grid_x, s);
 }
 
 cudaError_t launch_plan_merge(const PlanMergeParams &p, int32_t elem, int32_t grid_x,

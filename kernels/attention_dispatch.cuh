@@ -80,51 +80,60 @@ cudaError_t attention_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStr
 // ---- decode kernel (decode.cuh): fewer head sizes, see decode_supported().
 #define VATTN_DEC_HEAD_SIZES(X) X(64) X(128) X(256)
 
-template <class T, int CACHE, int HS>
+// NH: KV heads per CTA, the plan's decode_kv_heads_per_cta;
+// the two-head kernel exists where that rule can pick it (head size 64).
+template <class T, int CACHE, int HS, int NH>
 cudaError_t decode_prepare_hs() {
-  return cudaFuncSetAttribute(decode_kernel<T, CACHE, HS>,
+  return cudaFuncSetAttribute(decode_kernel<T, CACHE, HS, NH>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(DecShape<HS, CACHE>::smem_bytes()));
+                              static_cast<int>(DecShape<HS, CACHE, NH>::smem_bytes()));
+}
+
+template <class T, int CACHE, int HS, int NH>
+cudaError_t decode_occupancy_hs(int *ctas) {
+  cudaError_t e = decode_prepare_hs<T, CACHE, HS, NH>();
+  if (e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, decode_kernel<T, CACHE, HS, NH>,
+                                                       DecShape<HS, CACHE, NH>::kThreads,
+                                                       DecShape<HS, CACHE, NH>::smem_bytes());
+}
+
+template <class T, int CACHE, int HS, int NH>
+cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
+  decode_kernel<T, CACHE, HS, NH><<<dim3(grid_x, p.num_kv_heads / NH), DecShape<HS, CACHE, NH>::kThreads,
+                                    DecShape<HS, CACHE, NH>::smem_bytes(), s>>>(p);
+  return cudaGetLastError();
 }
 
 template <class T, int CACHE>
 cudaError_t decode_prepare_tc(int hs) {
   switch (hs) {
-#define VATTN_X(H) \
-  case H: return decode_prepare_hs<T, CACHE, H>();
-    VATTN_DEC_HEAD_SIZES(VATTN_X)
-#undef VATTN_X
+    case 64: {
+      const cudaError_t e = decode_prepare_hs<T, CACHE, 64, 1>();
+      return e != cudaSuccess ? e : decode_prepare_hs<T, CACHE, 64, 2>();
+    }
+    case 128: return decode_prepare_hs<T, CACHE, 128, 1>();
+    case 256: return decode_prepare_hs<T, CACHE, 256, 1>();
     default: return cudaErrorNotSupported;
   }
 }
 
 template <class T, int CACHE>
-cudaError_t decode_occupancy_tc(int hs, int *ctas) {
+cudaError_t decode_occupancy_tc(int hs, int nh, int *ctas) {
   switch (hs) {
-#define VATTN_X(H)                                                                                \
-  case H: {                                                                                       \
-    cudaError_t e = decode_prepare_hs<T, CACHE, H>();                                             \
-    if (e != cudaSuccess) return e;                                                               \
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, decode_kernel<T, CACHE, H>,        \
-                                                         DecShape<H, CACHE>::kThreads,            \
-                                                         DecShape<H, CACHE>::smem_bytes());       \
-  }
-    VATTN_DEC_HEAD_SIZES(VATTN_X)
-#undef VATTN_X
+    case 64: return nh == 2 ? decode_occupancy_hs<T, CACHE, 64, 2>(ctas) : decode_occupancy_hs<T, CACHE, 64, 1>(ctas);
+    case 128: return decode_occupancy_hs<T, CACHE, 128, 1>(ctas);
+    case 256: return decode_occupancy_hs<T, CACHE, 256, 1>(ctas);
     default: return cudaErrorNotSupported;
   }
 }
 
 template <class T, int CACHE>
-cudaError_t decode_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStream_t s) {
+cudaError_t decode_launch_tc(const AttnParams &p, int hs, int nh, int grid_x, cudaStream_t s) {
   switch (hs) {
-#define VATTN_X(H)                                                                         \
-  case H:                                                                                  \
-    decode_kernel<T, CACHE, H><<<dim3(grid_x, p.num_kv_heads), DecShape<H, CACHE>::kThreads, \
-                                 DecShape<H, CACHE>::smem_bytes(), s>>>(p);                \
-    return cudaGetLastError();
-    VATTN_DEC_HEAD_SIZES(VATTN_X)
-#undef VATTN_X
+    case 64: return nh == 2 ? decode_launch_hs<T, CACHE, 64, 2>(p, grid_x, s) : decode_launch_hs<T, CACHE, 64, 1>(p, grid_x, s);
+    case 128: return decode_launch_hs<T, CACHE, 128, 1>(p, grid_x, s);
+    case 256: return decode_launch_hs<T, CACHE, 256, 1>(p, grid_x, s);
     default: return cudaErrorNotSupported;
   }
 }
@@ -135,15 +144,15 @@ cudaError_t decode_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStream
   extern template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
                                                         cudaStream_t);                  \
   extern template cudaError_t decode_prepare_tc<T, C>(int);                             \
-  extern template cudaError_t decode_occupancy_tc<T, C>(int, int *);                    \
-  extern template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, cudaStream_t);
+  extern template cudaError_t decode_occupancy_tc<T, C>(int, int, int *);               \
+  extern template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, int, cudaStream_t);
 #define VATTN_ATTN_INSTANTIATE(T, C)                                             \
   template cudaError_t attention_prepare_tc<T, C>(int);                          \
   template cudaError_t attention_launch_tc<T, C>(const AttnParams &, int, int, \
                                                  cudaStream_t);                  \
   template cudaError_t decode_prepare_tc<T, C>(int);                             \
-  template cudaError_t decode_occupancy_tc<T, C>(int, int *);                    \
-  template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, cudaStream_t);
+  template cudaError_t decode_occupancy_tc<T, C>(int, int, int *);               \
+  template cudaError_t decode_launch_tc<T, C>(const AttnParams &, int, int, int, cudaStream_t);
 
 }  // namespace kern
 }  // namespace vattn

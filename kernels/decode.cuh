@@ -2,10 +2,13 @@
 // at most 16 query rows (a decode token's G query heads, or a few tokens of a
 // short speculative request) against a key range of the paged cache.
 //
-// Work decomposition: grid = (grid_x, num_kv_heads); CTA (x, kvh) walks the
-// plan's items [*first_item + x, *num_items) with stride grid_x (counts on
-// the device, see launch.h).  The CTA's 4 warps share the item's 16 query
-// rows (Q in shared memory) and split its keys: warp w takes the 16-key
+// Work decomposition: grid = (grid_x, num_kv_heads / NH); CTA (x, y) runs
+// KV heads NH y .. NH y + NH - 1 and walks the plan's items [*first_item +
+// x, *num_items) with stride grid_x (counts on the device, see launch.h).
+// NH = 2 at head size 64 (decode_kv_heads_per_cta): a staged key row is then
+// the two heads' 128-byte (fp8: 64-byte) rows, one 256-byte span of the NHD
+// layout.  The CTA's 4 warps share the 16 query rows (Q in shared memory;
+// NH = 2: 8 rows per head) and split the item's keys: warp w takes the 16-key
 // tiles w, w + 4, w + 8, ... (a tile never crosses a cache block: block_size
 // is a multiple of 16 and item key ranges start at multiples of 16).
 // Each warp streams its tiles through its own NST-stage cp.async pipeline
@@ -38,12 +41,15 @@
 namespace vattn {
 namespace kern {
 
-template <int HS, int CACHE>
+// NH: KV heads per CTA (decode_kv_heads_per_cta): a staged key row holds
+// the NH adjacent heads' rows of that key, head after head.
+template <int HS, int CACHE, int NH = 1>
 struct DecShape {
   static constexpr int KT = 16;  // keys per warp tile
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int SROW = HS + 8;  // 16-bit shared row stride (elements)
+  static constexpr int SROW = HS + 8;        // Q: 16-bit shared row stride (elements)
+  static constexpr int KSROW = NH * HS + 8;  // K / V of a 16-bit cache (elements)
   static constexpr bool kFp8 = CACHE != kCacheAuto;
   // Pipeline depth per warp.  fp8 caches and head size 64 use two stages:
   // smaller CTAs let 4-5 of them reside per SM, which hides each CTA's
@@ -53,7 +59,7 @@ struct DecShape {
   // (2 CTAs per SM), faster on long contexts.  The builder reads the
   // residency from the occupancy API (decode_ctas_per_sm).
   static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? 2 : 3) : (kFp8 ? 4 : 2);
-  static constexpr int RAW_ROW = kFp8 ? HS + 16 : SROW * 2;  // bytes per staged key row
+  static constexpr int RAW_ROW = kFp8 ? NH * HS + 16 : KSROW * 2;  // bytes per staged key row
   static constexpr int STAGE = 2 * KT * RAW_ROW;              // K rows then V rows
   static constexpr int WARP_BYTES = NST * STAGE;
   static constexpr int Q_BYTES = 16 * SROW * 2;
@@ -82,15 +88,21 @@ __device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32
   }
 }
 
-template <class T, int CACHE, int HS>
+// NH = 2: CTA (x, y) runs KV heads 2y and 2y + 1 on items of at most 8 rows
+// (one head's): Q row r of the CTA is item row r % 8 of head 2y + r / 8, so
+// the mma rows gq / gq + 8 of a lane belong to the two heads, and each
+// product runs once per head with the other head's A rows zeroed.
+template <class T, int CACHE, int HS, int NH = 1>
 __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
-  using S = DecShape<HS, CACHE>;
-  constexpr int KT = S::KT, SROW = S::SROW, NST = S::NST;
+  using S = DecShape<HS, CACHE, NH>;
+  static_assert(NH == 1 || NH == 2, "one or two KV heads per CTA");
+  constexpr int KT = S::KT, SROW = S::SROW, KSROW = S::KSROW, NST = S::NST;
   constexpr int DF = HS / 8;
   constexpr bool kFp8 = S::kFp8;
   using KVT = typename std::conditional<kFp8, uint8_t, T>::type;
   using MT = typename std::conditional<kFp8, __half, T>::type;  // mma operand type
-  constexpr int CH = kFp8 ? HS / 16 : HS / 8;  // 16-byte chunks per key row
+  constexpr int CH1 = kFp8 ? HS / 16 : HS / 8;  // 16-byte chunks per key row of one head
+  constexpr int CH = NH * CH1;                   // ... of a staged row (NH heads)
   static_assert(32 % CH == 0, "a warp copies whole key rows");
   constexpr int RPI = 32 / CH;                 // key rows per warp-wide copy
   constexpr int NI = KT / RPI;                 // copies per lane per K (and V) tile
@@ -102,7 +114,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;
-  const int kvh = blockIdx.y;
+  const int kvh = blockIdx.y * NH;  // the CTA's (first) KV head
+  // Q row r of the CTA: item row r (NH = 1) or r % 8 of KV head kvh + r / 8.
+  auto row_item = [](int r) { return NH == 2 ? r & 7 : r; };
+  auto row_kvh = [&](int r) { return NH == 2 ? kvh + (r >> 3) : kvh; };
   const int G = p.group;
   const int first = *p.first_item;
   const int n_items = *p.num_items;
@@ -121,7 +136,19 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 
     __syncthreads();  // the previous item is done with shared memory
     int head[2];
-    const RowCtx rc = row_ctx_of(p, it, kvh, ik.qpos0, 0, gq, head);
+    RowCtx rc;
+    if constexpr (NH == 1) {
+      rc = row_ctx_of(p, it, kvh, ik.qpos0, 0, gq, head);
+    } else {  // rows gq and gq + 8: item row gq of heads kvh and kvh + 1
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        rc.valid[i] = gq < it.num_rows;
+        const int lr = it.q_row0 + (rc.valid[i] ? gq : 0);
+        rc.qpos[i] = ik.qpos0 + lr / G;
+        head[i] = (kvh + i) * G + lr % G;
+        rc.slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
+      }
+    }
     const int kstart = ik.kstart, kend = ik.kend;
     const int nw = ik.ntiles > warp ? (ik.ntiles - warp + S::kWarps - 1) / S::kWarps : 0;
     // Keys [vis_lo, vis_hi) are visible to every row of the item: tiles
@@ -152,11 +179,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     // Copy geometry: a lane copies 16-byte chunk lch of the tile's key rows
     // r0, r0 + RPI, ... (K and V), from byte offsets fixed per item; per
     // tile only the block base and the row count change.
+    // (NH = 2: chunks [0, CH1) from head kvh, [CH1, CH) from kvh + 1; one
+    // span of 2 x 128 bytes in the NHD layout.)
     const int lch = lane % CH, r0 = lane / CH;
+    const int lkvh = kvh + lch / CH1, lc1 = lch % CH1;
     const int64_t k_lane =
-        (static_cast<int64_t>(kvh) * p.k_stride_head + r0 * p.k_stride_tok) * sizeof(KVT) + lch * 16;
+        (static_cast<int64_t>(lkvh) * p.k_stride_head + r0 * p.k_stride_tok) * sizeof(KVT) + lc1 * 16;
     const int64_t v_lane =
-        (static_cast<int64_t>(kvh) * p.v_stride_head + r0 * p.v_stride_tok) * sizeof(KVT) + lch * 16;
+        (static_cast<int64_t>(lkvh) * p.v_stride_head + r0 * p.v_stride_tok) * sizeof(KVT) + lc1 * 16;
     const int64_t k_step = RPI * p.k_stride_tok * static_cast<int64_t>(sizeof(KVT));
     const int64_t v_step = RPI * p.v_stride_tok * static_cast<int64_t>(sizeof(KVT));
     const uint32_t s_lane = smem_u32(wbase) + r0 * S::RAW_ROW + lch * 16;
@@ -199,8 +229,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     for (int c = tid; c < 16 * (HS / 8); c += S::kThreads) {
       const int row = c / (HS / 8), ch = c - row * (HS / 8);
       uint4 val = make_uint4(0, 0, 0, 0);
-      if (row < it.num_rows) {
-        val = *reinterpret_cast<const uint4 *>(q_row_chunk<T>(p, it, rq, kvh, row, ch));
+      if (row_item(row) < it.num_rows) {
+        val = *reinterpret_cast<const uint4 *>(q_row_chunk<T>(p, it, rq, row_kvh(row), row_item(row), ch));
         if constexpr (kFp8 && !std::is_same<T, __half>::value) {  // bf16 -> fp16
           uint32_t *u = reinterpret_cast<uint32_t *>(&val);
 #pragma unroll
@@ -247,6 +277,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         q_frag(kk, a);
       }
     };
+    // NH = 2: the A fragment a with the rows of head h only (h = 0: rows
+    // gq, registers 0 and 2; h = 1: rows gq + 8, registers 1 and 3).
+    auto head_rows = [](const uint32_t (&a)[4], int h, uint32_t (&ah)[4]) {
+      ah[0] = h == 0 ? a[0] : 0u;
+      ah[1] = h == 1 ? a[1] : 0u;
+      ah[2] = h == 0 ? a[2] : 0u;
+      ah[3] = h == 1 ? a[3] : 0u;
+    };
     int st_use = 0;  // stage of tile t
     for (int t = 0; t < nw; ++t) {
       if (t + NST - 1 < nw) issue(t + NST - 1);
@@ -269,23 +307,43 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         for (int kk = 0; kk < HS / 16; ++kk) {
           uint32_t a[4];
           q_operand(kk, a);
-          const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + kk * 16);
-          const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + kk * 16);
-          uint32_t b0, b1, b2, b3;
-          dec_fp8x4_to_h2<CACHE>(w0, b0, b1);
-          dec_fp8x4_to_h2<CACHE>(w1, b2, b3);
-          mma_16816<MT>(s[0], a, b0, b1);
-          mma_16816<MT>(s[1], a, b2, b3);
+#pragma unroll
+          for (int h = 0; h < NH; ++h) {
+            uint32_t ah[4];
+            if constexpr (NH == 1) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) ah[e] = a[e];
+            } else {
+              head_rows(a, h, ah);
+            }
+            const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + h * HS + kk * 16);
+            const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + h * HS + kk * 16);
+            uint32_t b0, b1, b2, b3;
+            dec_fp8x4_to_h2<CACHE>(w0, b0, b1);
+            dec_fp8x4_to_h2<CACHE>(w1, b2, b3);
+            mma_16816<MT>(s[0], ah, b0, b1);
+            mma_16816<MT>(s[1], ah, b2, b3);
+          }
         }
       } else {
         const T *sK = reinterpret_cast<const T *>(st);
 #pragma unroll
         for (int kk = 0; kk < HS / 16; ++kk) {
-          uint32_t a[4], b[4];
+          uint32_t a[4];
           q_operand(kk, a);
-          ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * SROW + kk * 16 + 8 * ((lane >> 3) & 1));
-          mma_16816<T>(s[0], a, b[0], b[1]);
-          mma_16816<T>(s[1], a, b[2], b[3]);
+#pragma unroll
+          for (int h = 0; h < NH; ++h) {
+            uint32_t ah[4], b[4];
+            if constexpr (NH == 1) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) ah[e] = a[e];
+            } else {
+              head_rows(a, h, ah);
+            }
+            ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * KSROW + h * HS + kk * 16 + 8 * ((lane >> 3) & 1));
+            mma_16816<T>(s[0], ah, b[0], b[1]);
+            mma_16816<T>(s[1], ah, b[2], b[3]);
+          }
         }
       }
 
@@ -304,18 +362,29 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         // 2tq + 8, 2tq + 9; n-tile 4c + j holds dims 32c + 4n + j.
         const uint8_t *vr = reinterpret_cast<const uint8_t *>(st) + (KT + 2 * tq) * S::RAW_ROW + 4 * gq;
 #pragma unroll
-        for (int c = 0; c < HS / 32; ++c) {
-          const uint32_t w0 = *reinterpret_cast<const uint32_t *>(vr + 32 * c);
-          const uint32_t w1 = *reinterpret_cast<const uint32_t *>(vr + S::RAW_ROW + 32 * c);
-          const uint32_t w2 = *reinterpret_cast<const uint32_t *>(vr + 8 * S::RAW_ROW + 32 * c);
-          const uint32_t w3 = *reinterpret_cast<const uint32_t *>(vr + 9 * S::RAW_ROW + 32 * c);
-          uint32_t lo0[4], lo1[4];  // [j]: keys (2tq, 2tq + 1) / (2tq + 8, 2tq + 9) of dim j
-          dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x5140), lo0[0], lo0[1]);
-          dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x7362), lo0[2], lo0[3]);
-          dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x5140), lo1[0], lo1[1]);
-          dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x7362), lo1[2], lo1[3]);
+        for (int h = 0; h < NH; ++h) {
+          uint32_t ah[4];
+          if constexpr (NH == 1) {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) mma_16816<MT>(o[4 * c + j], a, lo0[j], lo1[j]);
+            for (int e = 0; e < 4; ++e) ah[e] = a[e];
+          } else {
+            head_rows(a, h, ah);
+          }
+#pragma unroll
+          for (int c = 0; c < HS / 32; ++c) {
+            const uint8_t *vc = vr + h * HS + 32 * c;
+            const uint32_t w0 = *reinterpret_cast<const uint32_t *>(vc);
+            const uint32_t w1 = *reinterpret_cast<const uint32_t *>(vc + S::RAW_ROW);
+            const uint32_t w2 = *reinterpret_cast<const uint32_t *>(vc + 8 * S::RAW_ROW);
+            const uint32_t w3 = *reinterpret_cast<const uint32_t *>(vc + 9 * S::RAW_ROW);
+            uint32_t lo0[4], lo1[4];  // [j]: keys (2tq, 2tq + 1) / (2tq + 8, 2tq + 9) of dim j
+            dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x5140), lo0[0], lo0[1]);
+            dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x7362), lo0[2], lo0[3]);
+            dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x5140), lo1[0], lo1[1]);
+            dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x7362), lo1[2], lo1[3]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) mma_16816<MT>(o[4 * c + j], ah, lo0[j], lo1[j]);
+          }
         }
       } else {
         const T *sV = reinterpret_cast<const T *>(st + KT * S::RAW_ROW);
@@ -325,12 +394,22 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         a[2] = Elem<T>::pack2(s[1][0], s[1][1]);
         a[3] = Elem<T>::pack2(s[1][2], s[1][3]);
 #pragma unroll
-        for (int d2 = 0; d2 < HS / 16; ++d2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, sV + ((lane & 7) + 8 * ((lane >> 3) & 1)) * SROW + d2 * 16 +
-                                   8 * (lane >> 4));
-          mma_16816<T>(o[2 * d2], a, b[0], b[1]);
-          mma_16816<T>(o[2 * d2 + 1], a, b[2], b[3]);
+        for (int h = 0; h < NH; ++h) {
+          uint32_t ah[4];
+          if constexpr (NH == 1) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) ah[e] = a[e];
+          } else {
+            head_rows(a, h, ah);
+          }
+#pragma unroll
+          for (int d2 = 0; d2 < HS / 16; ++d2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, sV + ((lane & 7) + 8 * ((lane >> 3) & 1)) * KSROW + h * HS + d2 * 16 +
+                                     8 * (lane >> 4));
+            mma_16816<T>(o[2 * d2], ah, b[0], b[1]);
+            mma_16816<T>(o[2 * d2 + 1], ah, b[2], b[3]);
+          }
         }
       }
       __syncwarp();  // this stage may be overwritten now
@@ -350,7 +429,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = gq + 8 * i;
-      if (row >= it.num_rows) continue;  // never read (a decode token of G heads fills G rows)
+      if (row_item(row) >= it.num_rows) continue;  // never read (a decode token of G heads fills G rows)
       if (tq == 0) {
         red_m[warp * 16 + row] = m[i];
         red_l[warp * 16 + row] = l[i];
@@ -374,7 +453,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     __syncthreads();
     for (int e = tid; e < 16 * (HS / 4); e += S::kThreads) {
       const int row = e / (HS / 4), d = 4 * (e - row * (HS / 4));
-      if (row >= it.num_rows) continue;
+      const int irow = row_item(row), rkvh = row_kvh(row);
+      if (irow >= it.num_rows) continue;
       float M = -INFINITY;
 #pragma unroll
       for (int w = 0; w < S::kWarps; ++w) M = fmaxf(M, red_m[w * 16 + row]);
@@ -391,8 +471,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         acc.z += wt * v.z;
         acc.w += wt * v.w;
       }
-      const int lr = it.q_row0 + row;
-      const int h = kvh * G + lr % G;
+      const int lr = it.q_row0 + irow;
+      const int h = rkvh * G + lr % G;
       float lse, f;
       final_stats(p, it, M, L, h, &lse, &f);
       if (it.ws_base < 0) {
@@ -403,7 +483,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
             make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
         if (d == 0) store_lse(p, h, tok, lse);
       } else {
-        const int64_t wr = (static_cast<int64_t>(it.ws_base) + row) * p.num_kv_heads + kvh;
+        const int64_t wr = (static_cast<int64_t>(it.ws_base) + irow) * p.num_kv_heads + rkvh;
         *reinterpret_cast<float4 *>(p.ws_o + wr * HS + d) =
             make_float4(acc.x * f, acc.y * f, acc.z * f, acc.w * f);
         if (d == 0) p.ws_lse[wr] = lse;
@@ -413,9 +493,12 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     // CTAs per SM either way), 4 at 64, where more registers would cost a
     // resident CTA.
     constexpr int kMergePre = HS <= 64 ? 4 : 16;
-    if (it.merge != 0)
-      merge_split_tile<T, HS, kMergePre>(p, it, rq, kvh, reinterpret_cast<float *>(body), S::kThreads,
-                                         [] { __syncthreads(); });
+    if (it.merge != 0) {
+#pragma unroll 1
+      for (int h = 0; h < NH; ++h)  // each KV head's tile merges on its own counter
+        merge_split_tile<T, HS, kMergePre>(p, it, rq, kvh + h, reinterpret_cast<float *>(body), S::kThreads,
+                                           [] { __syncthreads(); });
+    }
   }
 }
 

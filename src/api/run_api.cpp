@@ -51,6 +51,9 @@ VATTN_API vattn_status_t vattn_builder_create(vattn_builder_t **out, const vattn
     VATTN_CHECK_ARG(o.num_threads >= 0, "argument 'opts': num_threads = %d is negative", o.num_threads);
     VATTN_CHECK_ARG(o.num_sms >= 0, "argument 'opts': num_sms = %d is negative", o.num_sms);
     VATTN_CHECK_ARG(o.max_num_splits >= 0, "argument 'opts': max_num_splits = %d is negative", o.max_num_splits);
+    VATTN_CHECK_ARG(o.kv_cache_dtype == VATTN_KV_CACHE_DTYPE_AUTO || o.kv_cache_dtype == VATTN_KV_CACHE_DTYPE_FP8_E4M3 ||
+                        o.kv_cache_dtype == VATTN_KV_CACHE_DTYPE_FP8_E5M2,
+                    "argument 'opts': kv_cache_dtype = %d is not a VATTN_KV_CACHE_DTYPE_* value", o.kv_cache_dtype);
     VATTN_CHECK_ARG(o.device_id >= 0, "argument 'opts': device_id = %d is negative", o.device_id);
     auto b = std::make_unique<vattn_builder>();
     b->backend = backend->impl;

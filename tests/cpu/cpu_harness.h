@@ -24,6 +24,7 @@ struct Config {
   int num_heads = 8, num_kv_heads = 2, head_size = 64, block_size = 16;
   int32_t dtype = VATTN_DTYPE_FLOAT32;
   int32_t kv_cache_dtype = VATTN_KV_CACHE_DTYPE_AUTO;
+  int32_t builder_kv_cache_dtype = -1;  // the builder's kv_cache_dtype; -1 = kv_cache_dtype
   int32_t layout = VATTN_LAYOUT_NHD;
   int32_t attn_type = VATTN_ATTN_DECODER;
   int sliding_window = 0;
@@ -44,7 +45,8 @@ struct Config {
   std::string str() const {
     std::ostringstream o;
     o << "H=" << num_heads << " KVH=" << num_kv_heads << " D=" << head_size << " bs=" << block_size
-      << " dtype=" << dtype << " kv=" << kv_cache_dtype << " layout=" << layout
+      << " dtype=" << dtype << " kv=" << kv_cache_dtype << " plan kv=" << builder_kv_cache_dtype
+      << " layout=" << layout
       << " type=" << attn_type << " win=" << sliding_window << " cap=" << soft_cap
       << " alibi=" << alibi << " sinks=" << sinks << " causal=" << causal
       << " share=" << kv_sharing << " pass_kv=" << pass_kv << " pad=" << pad_tokens
@@ -349,6 +351,7 @@ inline std::unique_ptr<Problem> make_problem(const Config &c, const std::vector<
   bo.head_size = D;
   bo.block_size = bs;
   bo.num_threads = c.num_threads;
+  bo.kv_cache_dtype = c.builder_kv_cache_dtype >= 0 ? c.builder_kv_cache_dtype : c.kv_cache_dtype;
   vattn_builder_t *b = nullptr;
   EXPECT_VATTN_OK(vattn_builder_create(&b, cpu(), &bo));
   p.builder.reset(b);

@@ -59,6 +59,39 @@ TEST(CpuInfo, BuilderLevels) {
   EXPECT_EQ(v, 1);
 }
 
+// kv_cache_dtype (the last field of vattn_builder_options_t): a known cache
+// kind or a named error with nothing created; a struct that ends before it
+// (an older caller) gets AUTO.
+TEST(CpuInfo, BuilderKvCacheDtype) {
+  auto make = [](auto tweak) {
+    vattn_builder_options_t o;
+    vattn_builder_options_init(&o);
+    tweak(o);
+    vattn_builder_t *b = reinterpret_cast<vattn_builder_t *>(0x1);
+    const vattn_status_t st = vattn_builder_create(&b, ct::cpu(), &o);
+    if (st != VATTN_OK) EXPECT_EQ(b, nullptr) << "out must be NULL on failure";
+    else vattn_builder_destroy(b);
+    return st;
+  };
+  vattn_builder_options_t d;
+  vattn_builder_options_init(&d);
+  EXPECT_EQ(d.kv_cache_dtype, VATTN_KV_CACHE_DTYPE_AUTO);
+  for (int32_t k : {VATTN_KV_CACHE_DTYPE_AUTO, VATTN_KV_CACHE_DTYPE_FP8_E4M3, VATTN_KV_CACHE_DTYPE_FP8_E5M2})
+    EXPECT_EQ(make([&](auto &o) { o.kv_cache_dtype = k; }), VATTN_OK) << k;
+  for (int32_t k : {-1, 3, 9}) {
+    EXPECT_EQ(make([&](auto &o) { o.kv_cache_dtype = k; }), VATTN_ERR_INVALID_ARGUMENT) << k;
+    EXPECT_NE(std::string(vattn_last_error_message()).find("kv_cache_dtype = " + std::to_string(k)),
+              std::string::npos)
+        << vattn_last_error_message();
+  }
+  // An older struct: the garbage past struct_size is never read.
+  EXPECT_EQ(make([](auto &o) {
+              o.struct_size = offsetof(vattn_builder_options_t, kv_cache_dtype);
+              o.kv_cache_dtype = 9;
+            }),
+            VATTN_OK);
+}
+
 TEST(CpuInfo, LayerRefusesUnsupported) {
   auto make = [](auto tweak) {
     vattn_layer_options_t o;

@@ -191,6 +191,7 @@ inline vattn_status_t make_gpu_objs(const ct::Problem &p, GpuObjs *o, int32_t ma
   bo.max_num_tokens = 4096;
   bo.max_blocks_per_req = 512;
   bo.max_num_splits = max_num_splits;
+  bo.kv_cache_dtype = c.builder_kv_cache_dtype >= 0 ? c.builder_kv_cache_dtype : c.kv_cache_dtype;
   vattn_builder_t *b = nullptr;
   vattn_status_t st = vattn_builder_create(&b, cuda(), &bo);
   if (st) return st;

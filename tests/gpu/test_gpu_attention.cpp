@@ -143,7 +143,11 @@ TEST(GpuAttention, SplitKvLongDecode) {
 // over G in {1, 2, 4, 8} and several KV heads: every cache kind and both
 // layouts, ALiBi, sinks, LSE and a window; decodes of 1 and 2 tokens next
 // to a 3-token request (rows beyond one decode item at G = 8) and long
-// contexts that split (with and without a split bound).
+// contexts that split (with and without a split bound).  The plan is built
+// for each cache kind against each kind of cache: planned for fp8, a CTA
+// runs two adjacent KV heads (kern::decode_kv_heads_per_cta), each with
+// its own rows, masks, slopes, sinks, LSE and split merge, also on a 16-bit
+// cache; planned for a 16-bit cache, one head, also on an fp8 cache.
 TEST(GpuAttention, DecodeHeadSize64) {
   GPU_TEST_REQUIRE();
   std::mt19937_64 g(vt::test_seed());
@@ -159,6 +163,7 @@ TEST(GpuAttention, DecodeHeadSize64) {
       c.head_size = 64;
       c.block_size = variant % 3 == 0 ? 32 : 16;
       c.kv_cache_dtype = caches[variant % 3];
+      c.builder_kv_cache_dtype = caches[(variant + variant / 3) % 3];
       if (c.kv_cache_dtype != VATTN_KV_CACHE_DTYPE_AUTO) {
         c.k_scale = 0.5f;
         c.v_scale = 0.25f;

@@ -196,6 +196,12 @@ def test_builder_errors(rng):
     with pytest.raises(vattn.WorkspaceTooSmallError) as ei:
         small.build(0, md)
     assert ei.value.message
+    for kind in ("auto", "fp8", "fp8_e5m2"):
+        vattn.MetadataBuilder("CPU", H, HKV, D, BS, kv_cache_dtype=kind).build(0, md)
+    with pytest.raises(vattn.InvalidArgumentError, match="kv_cache_dtype"):
+        vattn.MetadataBuilder("CPU", H, HKV, D, BS, kv_cache_dtype="int8")
+    with pytest.raises(vattn.InvalidArgumentError, match="kv_cache_dtype = 5"):
+        vattn.MetadataBuilder("CPU", H, HKV, D, BS, kv_cache_dtype=5)
     b = vattn.MetadataBuilder("CPU", H, HKV, D, BS)
     with pytest.raises(vattn.InvalidArgumentError):
         b.build(3, md)                      # not a multiple of block_size

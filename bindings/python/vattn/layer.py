@@ -66,7 +66,7 @@ class MetadataBuilder:
     def __init__(self, backend=None, num_heads=None, num_kv_heads=None, head_size=None,
                  block_size=16, *, kv_cache_spec=None, max_num_reqs=None, max_num_tokens=None,
                  max_blocks_per_req=None, device_id=0, num_threads=0, num_sms=0,
-                 max_num_splits=0, dtype="float32"):
+                 max_num_splits=0, kv_cache_dtype="auto", dtype="float32"):
         if kv_cache_spec is not None:
             num_kv_heads = num_kv_heads or kv_cache_spec.num_kv_heads
             head_size = head_size or kv_cache_spec.head_size
@@ -89,6 +89,7 @@ class MetadataBuilder:
         o.num_threads = num_threads
         o.num_sms = num_sms
         o.max_num_splits = max_num_splits
+        o.kv_cache_dtype = kv_cache_dtype_code(kv_cache_dtype)
         out = ffi.new("vattn_builder_t **")
         check(lib.vattn_builder_create(out, self.backend._ptr, o))
         self._h = ffi.gc(out[0], lib.vattn_builder_destroy)

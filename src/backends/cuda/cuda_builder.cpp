@@ -49,6 +49,9 @@ struct BuilderCfg {
   int32_t num_sms = 0, max_splits = 0;
   bool decode = false;  // decode items scheduled for the decode kernel
   int32_t dec_slots = 0, dec_max_splits = 0;
+  // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
+  // decode item may hold (16, or one head's 8 when a CTA runs two heads).
+  int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
   int64_t dec_cta_keys = kDecCtaOverheadKeys;
   int32_t group = 1, tokens_per_tile = 1;
   int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;
@@ -77,6 +80,7 @@ vattn_status_t CudaBuilder::create_plan(std::unique_ptr<PlanImpl> *out) const {
   plan->block_size = o.block_size;
   plan->num_sms = c_.num_sms;
   plan->max_num_splits = c_.max_splits;
+  plan->dec_heads = c_.dec_heads;
   plan->cap_items = c_.cap_items;
   plan->cap_parts = c_.cap_parts;
   plan->ws_rows = c_.ws_rows;
@@ -188,7 +192,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   const bool use_dec = c_.decode && !cascade;
   for (int64_t r = 0; r < nreq; ++r) {
     const kern::AttnReq &q = reqs[r];
-    if (use_dec && q.q_len >= 1 && q.q_len * G <= kern::kDecodeRows) {
+    if (use_dec && q.q_len >= 1 && q.q_len * G <= c_.dec_rows) {
       int64_t hi = q.kv_len;
       if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + q.q_len);
       hi = std::max<int64_t>(hi, 0);
@@ -331,7 +335,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
         longest = std::max(longest, chunk);
       }
       if (s > 1 && (n_items + items_s > c_.cap_items || ws_next + ws_s > c_.ws_rows)) break;
-      const int64_t ctas = items_s * o.num_kv_heads;
+      const int64_t ctas = items_s * (o.num_kv_heads / c_.dec_heads);
       const int64_t waves = (ctas + c_.dec_slots - 1) / c_.dec_slots;
       const int64_t cost = waves * (longest + c_.dec_cta_keys);
       if (best_cost < 0 || cost < best_cost) {
@@ -431,7 +435,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   const int64_t n_dec = n_items - n_gen;
   plan->grid_attn = clampi(std::max<int64_t>(n_gen, attn_floor), 1, 65535);
   const int64_t dec_floor =
-      capture ? (2LL * c_.dec_slots + o.num_kv_heads - 1) / o.num_kv_heads : 1;
+      capture ? (2LL * c_.dec_slots * c_.dec_heads + o.num_kv_heads - 1) / o.num_kv_heads : 1;
   plan->grid_dec = clampi(std::max<int64_t>(n_dec, dec_floor), 1, 65535);
   const int64_t merge_units = ntok_out * o.num_heads;  // one CTA per (token, head)
   plan->grid_merge = clampi(capture ? 16LL * c_.num_sms : merge_units, 1, 16LL * c_.num_sms);
@@ -487,12 +491,15 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   const char *dk = std::getenv("VATTN_CUDA_DECODE_KERNEL");
   c.decode = G <= kern::kDecodeRows && o.block_size % kern::kDecodeKeyAlign == 0 &&
              !(dk && std::strcmp(dk, "0") == 0);
+  // The decode CTA shape for the cache kind the caller named.
+  c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache_kind_of(o.kv_cache_dtype), o.num_kv_heads, G);
+  c.dec_rows = kern::kDecodeRows / c.dec_heads;
   // Resident decode CTAs (the cost model's wave size): from the occupancy
   // API when the decode kernel serves this head size.
   int32_t per_sm = o.head_size >= 256 ? 1 : 2;
   if (c.decode && kern::decode_supported(kern::kBF16, kern::kCacheAuto, o.head_size)) {
     int32_t n = 0;
-    if (kern::decode_ctas_per_sm(o.head_size, &n) == cudaSuccess && n > 0) per_sm = n;
+    if (kern::decode_ctas_per_sm(o.head_size, c.dec_heads, &n) == cudaSuccess && n > 0) per_sm = n;
     (void)cudaGetLastError();  // a failed query leaves the default; clear it
   }
   c.dec_slots = c.num_sms * per_sm;

@@ -222,7 +222,8 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
                      "attention kernel");
     ap.num_items = hdr;  // decode items [header[3], header[0])
     if (plan->capture || plan->num_items > plan->num_gen_items)
-      VATTN_CUDA_TRY(kern::launch_decode(ap, elem, kv_cache_kind, p_.head_size, plan->grid_dec, stream),
+      VATTN_CUDA_TRY(kern::launch_decode(ap, elem, kv_cache_kind, p_.head_size, plan->dec_heads, plan->grid_dec,
+                                         stream),
                      "decode kernel");
   } else {
     const int32_t grid = std::max<int32_t>(plan->grid_attn, std::min<int32_t>(plan->num_items, 65535));

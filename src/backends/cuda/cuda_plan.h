@@ -47,6 +47,7 @@ class CudaPlan final : public PlanImpl {
   int32_t device = 0;
   int32_t num_heads = 0, num_kv_heads = 0, head_size = 0, block_size = 0;
   int32_t num_sms = 0, max_num_splits = 0;
+  int32_t dec_heads = 1;  // KV heads per decode CTA (kern::decode_kv_heads_per_cta)
   int64_t cap_items = 0, cap_parts = 0, ws_rows = 0;  // ws_rows per KV head
   CudaPlanLayout lay;
   char *dev = nullptr;    // device buffer

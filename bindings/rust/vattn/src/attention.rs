@@ -42,6 +42,9 @@ pub struct BuilderOptions {
     pub num_sms: i32,
     /// Split-KV bound, 0 = backend default.
     pub max_num_splits: i32,
+    /// KV cache element type of the layers the plans serve
+    /// (`VATTN_KV_CACHE_DTYPE_*`, default auto): CUDA shapes decode work for it.
+    pub kv_cache_dtype: i32,
 }
 
 impl Default for BuilderOptions {
@@ -61,6 +64,7 @@ impl Default for BuilderOptions {
             num_threads: o.num_threads,
             num_sms: o.num_sms,
             max_num_splits: o.max_num_splits,
+            kv_cache_dtype: o.kv_cache_dtype,
         }
     }
 }
@@ -81,6 +85,7 @@ impl BuilderOptions {
         o.num_threads = self.num_threads;
         o.num_sms = self.num_sms;
         o.max_num_splits = self.max_num_splits;
+        o.kv_cache_dtype = self.kv_cache_dtype;
         o
     }
 }

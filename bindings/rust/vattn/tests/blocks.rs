@@ -168,6 +168,26 @@ fn decode_md(n: usize) -> Metadata {
 }
 
 #[test]
+fn builder_kv_cache_dtype() {
+    let cpu = Backend::find("CPU").unwrap();
+    let opts = |kv_cache_dtype| BuilderOptions {
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_size: 16,
+        block_size: 4,
+        kv_cache_dtype,
+        ..Default::default()
+    };
+    assert_eq!(BuilderOptions::default().kv_cache_dtype, 0); // VATTN_KV_CACHE_DTYPE_AUTO
+    for k in 0..3 {
+        Builder::new(cpu, &opts(k)).unwrap();
+    }
+    let e = Builder::new(cpu, &opts(7)).err().unwrap();
+    assert_eq!(e.status, Status::INVALID_ARGUMENT);
+    assert!(e.message.contains("kv_cache_dtype = 7"), "{}", e.message);
+}
+
+#[test]
 fn cudagraph_capture_is_unsupported_on_cpu() {
     let (mut b, mut p) = cpu_builder(4);
     assert_eq!(b.cudagraph_support().unwrap(), CudaGraphSupport::NEVER);
