@@ -173,8 +173,7 @@ constexpr int kDecodeKeyAlign = 16;  // decode items start at multiples of this
 // (vattn_builder_options_t::kv_cache_dtype).  At head size 64 an fp8 key
 // row of one head is 64 bytes; a CTA that runs two adjacent heads reads
 // 128-byte spans of the NHD layout instead (H100, fp8 D64: 32x4096 18%
-// faster, 8x8192 11%; one 32768-token request, split twice as far, 7%
-// slower).  A 16-bit cache keeps one head per CTA: its 128-byte rows gain
+// faster, 8x8192 11%; such plans split half as far, see cuda_builder.cpp).  A 16-bit cache keeps one head per CTA: its 128-byte rows gain
 // little from the pair, and the larger CTA costs a resident CTA per SM and
 // twice the splits (1x32768 D64: 13% slower).  The builder stores the
 // choice in the plan and the launch follows the plan; with 2, a decode item

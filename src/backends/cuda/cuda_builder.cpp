@@ -504,6 +504,12 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   }
   c.dec_slots = c.num_sms * per_sm;
   c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
+  // Two-head CTAs split a request half as far by default: each part holds
+  // twice the bytes per key, and a merge of 64 parts costs more than it
+  // gains (H100, fp8 D64 eager us, cap 64 / 32 / 16, one-head plan:
+  // 1x32768 29.4-29.7 / 27.7-27.8 / 38.7-38.9, 27.6-27.7; 8x8192 38.3-38.4
+  // / 38.3-38.5 / 38.3, 42.5-42.9; 4x8192 26.9 / 27.0-27.1 / 26.0, 26.4-26.5).
+  if (c.dec_heads == 2 && o.max_num_splits <= 0) c.dec_max_splits = kDecDefaultMaxSplits / 2;
   if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
   const int64_t tiles_bound = o.max_num_tokens / c.tokens_per_tile + o.max_num_reqs + 2;
   c.cap_items = 2 * tiles_bound + 4LL * c.num_sms + 2LL * c.dec_slots + 64;
