@@ -5,9 +5,10 @@
 // Work decomposition: grid = (grid_x, num_kv_heads / NH); CTA (x, y) runs
 // KV heads NH y .. NH y + NH - 1 and walks the plan's items [*first_item +
 // x, *num_items) with stride grid_x (counts on the device, see launch.h).
-// NH = 2 at head size 64 (decode_kv_heads_per_cta): a staged key row is then
-// the two heads' 128-byte (fp8: 64-byte) rows, one 256-byte span of the NHD
-// layout.  The CTA's 4 warps share the 16 query rows (Q in shared memory;
+// NH = 2 at head size 64 when the plan was built for an fp8 cache
+// (decode_kv_heads_per_cta): a staged key row is then the two heads' 64-byte
+// rows, one 128-byte span of the NHD layout (a 16-bit cache run with such a
+// plan stages 2 x 128 bytes).  The CTA's 4 warps share the 16 query rows (Q in shared memory;
 // NH = 2: 8 rows per head) and split the item's keys: warp w takes the 16-key
 // tiles w, w + 4, w + 8, ... (a tile never crosses a cache block: block_size
 // is a multiple of 16 and item key ranges start at multiples of 16).
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     // r0, r0 + RPI, ... (K and V), from byte offsets fixed per item; per
     // tile only the block base and the row count change.
     // (NH = 2: chunks [0, CH1) from head kvh, [CH1, CH) from kvh + 1; one
-    // span of 2 x 128 bytes in the NHD layout.)
+    // span of the NHD layout.)
     const int lch = lane % CH, r0 = lane / CH;
     const int lkvh = kvh + lch / CH1, lc1 = lch % CH1;
     const int64_t k_lane =
@@ -277,13 +278,19 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         q_frag(kk, a);
       }
     };
-    // NH = 2: the A fragment a with the rows of head h only (h = 0: rows
-    // gq, registers 0 and 2; h = 1: rows gq + 8, registers 1 and 3).
+    // The A fragment a with the rows of head h only: all of it (NH = 1), or
+    // (NH = 2) h = 0: rows gq, registers 0 and 2; h = 1: rows gq + 8,
+    // registers 1 and 3.
     auto head_rows = [](const uint32_t (&a)[4], int h, uint32_t (&ah)[4]) {
-      ah[0] = h == 0 ? a[0] : 0u;
-      ah[1] = h == 1 ? a[1] : 0u;
-      ah[2] = h == 0 ? a[2] : 0u;
-      ah[3] = h == 1 ? a[3] : 0u;
+      if constexpr (NH == 1) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ah[e] = a[e];
+      } else {
+        ah[0] = h == 0 ? a[0] : 0u;
+        ah[1] = h == 1 ? a[1] : 0u;
+        ah[2] = h == 0 ? a[2] : 0u;
+        ah[3] = h == 1 ? a[3] : 0u;
+      }
     };
     int st_use = 0;  // stage of tile t
     for (int t = 0; t < nw; ++t) {
@@ -310,12 +317,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
           for (int h = 0; h < NH; ++h) {
             uint32_t ah[4];
-            if constexpr (NH == 1) {
-#pragma unroll
-              for (int e = 0; e < 4; ++e) ah[e] = a[e];
-            } else {
-              head_rows(a, h, ah);
-            }
+            head_rows(a, h, ah);
             const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + h * HS + kk * 16);
             const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + h * HS + kk * 16);
             uint32_t b0, b1, b2, b3;
@@ -334,12 +336,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
           for (int h = 0; h < NH; ++h) {
             uint32_t ah[4], b[4];
-            if constexpr (NH == 1) {
-#pragma unroll
-              for (int e = 0; e < 4; ++e) ah[e] = a[e];
-            } else {
-              head_rows(a, h, ah);
-            }
+            head_rows(a, h, ah);
             ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * KSROW + h * HS + kk * 16 + 8 * ((lane >> 3) & 1));
             mma_16816<T>(s[0], ah, b[0], b[1]);
             mma_16816<T>(s[1], ah, b[2], b[3]);
@@ -364,12 +361,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
         for (int h = 0; h < NH; ++h) {
           uint32_t ah[4];
-          if constexpr (NH == 1) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) ah[e] = a[e];
-          } else {
-            head_rows(a, h, ah);
-          }
+          head_rows(a, h, ah);
 #pragma unroll
           for (int c = 0; c < HS / 32; ++c) {
             const uint8_t *vc = vr + h * HS + 32 * c;
@@ -396,12 +388,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
         for (int h = 0; h < NH; ++h) {
           uint32_t ah[4];
-          if constexpr (NH == 1) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) ah[e] = a[e];
-          } else {
-            head_rows(a, h, ah);
-          }
+          head_rows(a, h, ah);
 #pragma unroll
           for (int d2 = 0; d2 < HS / 16; ++d2) {
             uint32_t b[4];
