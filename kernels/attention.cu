@@ -234,9 +234,8 @@ cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int3
                           int32_t nh, int32_t grid_x, cudaStream_t s) {
   if (!decode_supported(elem, cache, hs)) return cudaErrorNotSupported;
   // The plan's shape: two heads per CTA only where decode_kv_heads_per_cta
-  // can pick it (head size 64, an even number of KV heads, G <= 8).
-  if (nh != 1 && (nh != 2 || hs != 64 || p.num_kv_heads % 2 != 0 || p.group > kDecodeRows / 2))
-    return cudaErrorInvalidValue;
+  // can pick it.
+  if (nh != 1 && (nh != 2 || !decode_two_head_shape(hs, p.num_kv_heads, p.group))) return cudaErrorInvalidValue;
   if (grid_x < 1) grid_x = 1;
   return elem == kF16 ? dec_launch_t<__half>(p, cache, hs, nh, grid_x, s)
                       : dec_launch_t<__nv_bfloat16>(p, cache, hs, nh, grid_x, s);

@@ -178,19 +178,22 @@ __device__ __forceinline__ const T *q_row_chunk(const AttnParams &p, const AttnI
 
 // Row contexts of this thread's rows row0 + gq and row0 + gq + 8 of an item
 // (heads written to head[2]).
+// Row context i of this thread: item row `row` of KV head kvh (*head: its
+// query head).
+__device__ __forceinline__ void row_ctx_set(const AttnParams &p, const AttnItem &it, int kvh, int qpos0,
+                                            int row, int i, RowCtx *rc, int *head) {
+  const int G = p.group;
+  rc->valid[i] = row < it.num_rows;
+  const int lr = it.q_row0 + (rc->valid[i] ? row : 0);
+  rc->qpos[i] = qpos0 + lr / G;
+  *head = kvh * G + lr % G;
+  rc->slope[i] = p.alibi ? p.alibi[*head] : 0.f;
+}
 __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem &it, int kvh,
                                              int qpos0, int row0, int gq, int (&head)[2]) {
   RowCtx rc;
-  const int G = p.group;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = row0 + gq + 8 * i;
-    rc.valid[i] = row < it.num_rows;
-    const int lr = it.q_row0 + (rc.valid[i] ? row : 0);
-    rc.qpos[i] = qpos0 + lr / G;
-    head[i] = kvh * G + lr % G;
-    rc.slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
-  }
+  for (int i = 0; i < 2; ++i) row_ctx_set(p, it, kvh, qpos0, row0 + gq + 8 * i, i, &rc, &head[i]);
   return rc;
 }
 

@@ -142,13 +142,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       rc = row_ctx_of(p, it, kvh, ik.qpos0, 0, gq, head);
     } else {  // rows gq and gq + 8: item row gq of heads kvh and kvh + 1
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        rc.valid[i] = gq < it.num_rows;
-        const int lr = it.q_row0 + (rc.valid[i] ? gq : 0);
-        rc.qpos[i] = ik.qpos0 + lr / G;
-        head[i] = (kvh + i) * G + lr % G;
-        rc.slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
-      }
+      for (int i = 0; i < 2; ++i) row_ctx_set(p, it, kvh + i, ik.qpos0, gq, i, &rc, &head[i]);
     }
     const int kstart = ik.kstart, kend = ik.kend;
     const int nw = ik.ntiles > warp ? (ik.ntiles - warp + S::kWarps - 1) / S::kWarps : 0;

@@ -169,19 +169,25 @@ cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int3
 cudaError_t decode_ctas_per_sm(int32_t head_size, int32_t heads_per_cta, int32_t *out);
 constexpr int kDecodeRows = 16;     // rows per decode item
 constexpr int kDecodeKeyAlign = 16;  // decode items start at multiples of this
+// Shapes the two-head decode CTA serves: head size 64 (the only instance),
+// KV heads in pairs, and one head's rows in half a decode item.
+constexpr bool decode_two_head_shape(int32_t head_size, int32_t num_kv_heads, int32_t group) {
+  return head_size == 64 && num_kv_heads % 2 == 0 && group <= kDecodeRows / 2;
+}
 // KV heads per decode CTA, for the cache kind the builder is told
 // (vattn_builder_options_t::kv_cache_dtype).  At head size 64 an fp8 key
 // row of one head is 64 bytes; a CTA that runs two adjacent heads reads
 // 128-byte spans of the NHD layout instead (H100, fp8 D64: 32x4096 18%
-// faster, 8x8192 11%; such plans split half as far, see cuda_builder.cpp).  A 16-bit cache keeps one head per CTA: its 128-byte rows gain
-// little from the pair, and the larger CTA costs a resident CTA per SM and
-// twice the splits (1x32768 D64: 13% slower).  The builder stores the
-// choice in the plan and the launch follows the plan; with 2, a decode item
-// holds one head's rows (at most kDecodeRows / 2 = 8) and CTA y runs KV
-// heads 2y and 2y + 1.
+// faster, 8x8192 11%; such plans split half as far, see cuda_builder.cpp).
+// A 16-bit cache keeps one head per CTA: its 128-byte rows gain little from
+// the pair, and the larger CTA costs a resident CTA per SM and twice the
+// splits (1x32768 D64: 13% slower).  The builder stores the choice in the
+// plan and the launch follows the plan; with 2, a decode item holds one
+// head's rows (at most kDecodeRows / 2 = 8) and CTA y runs KV heads 2y and
+// 2y + 1.
 constexpr int32_t decode_kv_heads_per_cta(int32_t head_size, int32_t cache, int32_t num_kv_heads,
                                           int32_t group) {
-  return head_size == 64 && cache != kCacheAuto && num_kv_heads % 2 == 0 && group <= kDecodeRows / 2 ? 2 : 1;
+  return cache != kCacheAuto && decode_two_head_shape(head_size, num_kv_heads, group) ? 2 : 1;
 }
 
 // Merge pass of a plan: for every token t < *num_tokens and head h,
