@@ -121,6 +121,7 @@ struct Options {
   std::string json, label;
   double matrix_tflops = -1;  // -1 = default for the device, 0 = none
   int threads = 0;
+  int max_splits = 0;  // builder max_num_splits (0 = its default)
   uint64_t seed = 20261121;
   double check_tol = 0;  // 0 = default for the dtypes
   bool quiet = false;
@@ -151,6 +152,7 @@ void usage(int rc) {
       "  --check-tol X                relative L2 tolerance of the check (default 1e-2; fp32 1e-4)\n"
       "  --matrix-tflops X            stated matrix rate for prefill %% (default 800 on H100/H200)\n"
       "  --threads N                  CPU backend worker threads (0 = all)\n"
+      "  --max-splits N               builder max_num_splits: split-KV cap (0 = default)\n"
       "  --seed S  --label NAME  --json FILE  --quiet\n");
   std::exit(rc);
 }
@@ -205,6 +207,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--check-tol") o.check_tol = fval();
     else if (a == "--matrix-tflops") o.matrix_tflops = fval();
     else if (a == "--threads") o.threads = static_cast<int>(ival());
+    else if (a == "--max-splits") o.max_splits = static_cast<int>(ival());
     else if (a == "--seed") o.seed = static_cast<uint64_t>(ival());
     else if (a == "--label") o.label = val();
     else if (a == "--json") o.json = val();
@@ -221,6 +224,7 @@ Options parse(int argc, char **argv) {
   if (o.heads < 1 || o.kv_heads < 1 || o.heads % o.kv_heads) die("--heads must be a multiple of --kv-heads");
   if (o.head_size < 1 || o.block_size < 1) die("--head-size and --block-size must be >= 1");
   if (o.iters < 1 || o.warmup < 0) die("--iters must be >= 1 and --warmup >= 0");
+  if (o.max_splits < 0) die("--max-splits must be >= 0");
   if (o.prefills < 0 || o.decodes < 0 || o.prefills + o.decodes < 1 || o.chunk < 1 ||
       o.prefill_ctx < 0 || o.decode_ctx < 1)
     die("mixed batch: need prefills + decodes >= 1, --chunk >= 1, --decode-ctx >= 1");
@@ -557,6 +561,7 @@ struct Bench {
       bo.max_blocks_per_req = max_blocks;
       bo.num_threads = o.threads;
       bo.kv_cache_dtype = t.kv_cache_dtype;
+      bo.max_num_splits = o.max_splits;
       VCHECK(vattn_builder_create(&builder, backend, &bo));
       vattn_layer_options_t lo;
       vattn_layer_options_init(&lo);

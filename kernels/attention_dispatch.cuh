@@ -100,7 +100,7 @@ cudaError_t decode_occupancy_hs(int *ctas) {
 
 template <class T, int CACHE, int HS, int NH>
 cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
-  decode_kernel<T, CACHE, HS, NH><<<dim3(grid_x, p.num_kv_heads / NH), DecShape<HS, CACHE, NH>::kThreads,
+  decode_kernel<T, CACHE, HS, NH><<<dim3(p.num_kv_heads / NH, grid_x), DecShape<HS, CACHE, NH>::kThreads,
                                     DecShape<HS, CACHE, NH>::smem_bytes(), s>>>(p);
   return cudaGetLastError();
 }
