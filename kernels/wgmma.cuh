@@ -71,6 +71,10 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t saddr, uint32_t r0, uint32_
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+// Arrives on named barrier `id` (counted in its `count`) without waiting.
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 // ---- mbarriers (shared memory, 8 bytes, 8-byte aligned), the hand-off
 // between a producer warpgroup and the consumer warpgroups.  A barrier
 // completes a phase when `count` arrivals have been made; waiters name the
