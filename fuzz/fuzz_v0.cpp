@@ -38,6 +38,10 @@ void builder(fz::In &in) {
     for (auto &t : table) t = in.val<int32_t>(0, 63);
     s.block_table = in.range<int>(0, 7) ? table.data() : nullptr;
     s.block_table_len = s.block_table ? int64_t(table.size()) : in.range<int64_t>(0, 2);
+    // A profile run (no table) pads seq_len slots of 8 bytes: a size request
+    // like batch_size below -- kept small when the builder must accept it
+    // (hostile lengths past INT32_MAX stay, the builder refuses them).
+    if (!s.block_table && s.seq_len > 4096 && s.seq_len <= INT32_MAX) s.curr_seq_len = s.seq_len %= 4096;
     if (in.range<int>(0, 15) == 0) s.block_table_len = in.range<int64_t>(INT64_MIN, -1);
     if (in.range<int>(0, 31) == 0) s.struct_size = in.struct_size(sizeof s);
     st = vattn_v0_builder_add_seq(b, in.range<int>(0, 63) ? &s : nullptr);
