@@ -45,14 +45,16 @@
 // wait on a tile that may hold them) and `empty` (the 8 consumer warps arrive
 // when their products are done with it); per Q buffer `qfull` (copies
 // landed, the unit's ring slot written) and `qempty` (each of the 256
-// consumer threads arrives when the unit's epilogue, which stages the output
-// rows in its Q buffer, is done with it).  Final rows leave through the
-// unit's Q buffer as 16-byte stores.
+// consumer threads arrives as soon as it has loaded the unit's Q fragments
+// into registers, at the end of the previous unit's key loop, so that the
+// Q of the unit after next can come while this one runs).  Final rows
+// leave through each warp's own staging rows as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
 //   2 x Q [HS / 64][BM][64], kStages x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
-//   the mbarriers, 8 unit records.
-// HS = 128: 64 + 3 x 48 KiB + 0.9 KiB (+1 KiB alignment slack) = 209.9 KiB,
+//   8 x output staging [HS / 64][8][64] (one per consumer warp), the
+//   mbarriers, 16 unit records.
+// HS = 128: 64 + 3 x 48 + 16 KiB + 1.6 KiB (+1 KiB alignment slack) = 226.6 KiB,
 // one CTA per SM.
 #pragma once
 
@@ -79,13 +81,16 @@ struct Sm90Shape {
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
   static constexpr int kBars = 2 * kStages + 4;   // full / empty per stage, qfull / qempty per Q buffer
-  static constexpr int kTableBytes = kBars * 8 + 8 * 96;  // + the unit ring
+  static constexpr int kTableBytes = kBars * 8 + 16 * 96;  // + the unit ring (kUnitRing slots)
+  // Output staging: 8 rows of HS 16-bit elements per consumer warp.
+  static constexpr int kOutBytes = (kConsumers / 32) * 8 * HS * 2;
   static constexpr size_t smem_bytes() {
-    return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kTableBytes;
+    return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kOutBytes + kTableBytes;
   }
   static_assert(BM == AttnShape<HS>::BM, "items are tiled for attention_kernel's BM");
-  static_assert(1024 + 2 * kQBytes + kStages * 2 * kTileBytes + kTableBytes <= 227 * 1024 - 64,
+  static_assert(1024 + 2 * kQBytes + kStages * 2 * kTileBytes + kOutBytes + kTableBytes <= 227 * 1024 - 64,
                 "shared memory (64 bytes left for static shared variables)");
+  static_assert(kOutBytes >= (16 * kMaxSelfMergeParts + 32) * 4, "merge scratch");
   static_assert(kTileBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
 };
 
@@ -112,9 +117,9 @@ struct UnitSlot {
   int fence_from;
   int pad_[2];
 };
-constexpr int kUnitRing = 8;     // slots: see the unit ring in the kernel
+constexpr int kUnitRing = 16;    // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
-static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 8 slots of 96 bytes");
+static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 16 slots of 96 bytes");
 
 // Tensor maps of K and V for the producer's TMA copies: 4-d [blocks]
 // [block_size][kv heads][head size] for a paged cache, [1][rows][kv heads]
@@ -153,7 +158,8 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *sQ = smem;                   // Q buffer of unit u: q_buf(u)
   uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
-  uint64_t *bars = reinterpret_cast<uint64_t *>(sKV + ST * 2 * S::kTileBytes);
+  uint8_t *sOut = sKV + ST * 2 * S::kTileBytes;  // consumer warp w: [HS / 64][8][64] at w * 8 * HS * 2
+  uint64_t *bars = reinterpret_cast<uint64_t *>(sOut + S::kOutBytes);
   UnitSlot *ring = reinterpret_cast<UnitSlot *>(bars + S::kBars);
   const uint32_t aKV = smem_u32(sKV), aBar = smem_u32(bars);
   auto q_buf = [&](int u) { return sQ + (u & 1) * S::kQBytes; };
@@ -183,10 +189,11 @@ __global__ void __launch_bounds__(384, 1)
   // Each load has a whole unit (>= one tile) to land.  Units u .. u + 3 are
   // complete while the producer is in unit u (its key offsets read at most
   // one unit ahead).  The consumers read unit u's slot once qfull of unit u
-  // completes.  The slots written at the producer's unit u start (u + 3 ..
-  // u + 5, i.e. u - 5 .. u - 3 mod 8) are past the consumers: the producer
-  // passed qempty of unit u - 1, so both consumer warpgroups are done with
-  // unit u - 3.
+  // completes, last when unit u starts.  The slots written at the
+  // producer's unit u start (u + 3 .. u + 5, i.e. u - 13 .. u - 11 mod 16)
+  // are past the consumers: the producer passed qempty of unit u - 1, so
+  // both consumer warpgroups have loaded unit u - 3's Q, at the end of unit
+  // u - 4's key loop, and read nothing before unit u - 3's slot.
   const int C = gridDim.x, cta = blockIdx.x;
   auto static_pos = [&](int k) { return k * C + ((k & 1) ? C - 1 - cta : cta); };
   auto unit_at = [&](int pos) {  // -1: past the list
@@ -227,7 +234,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     for (int b = 0; b < 2; ++b) {
       mbar_init(bar_qfull(b), S::kProducers + 1);  // + the ring slot's release
-      mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its staging reads
+      mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
     }
   }
   // Lanes 0..7 of the ring warp: wi / wr the next item / request word;
@@ -532,6 +539,7 @@ __global__ void __launch_bounds__(384, 1)
   const bool any = unit_slot(0).ntiles != 0;
   if (any) wait_tile(ring[0].fence_from == 0);
   load_qa(0);
+  mbar_arrive(bar_qempty(0));  // unit 2's Q may come (Q is in registers)
   turn_sync();
   wgmma_fence();
   issue_s(g);
@@ -545,7 +553,6 @@ __global__ void __launch_bounds__(384, 1)
     const int fence_from = us.fence_from;
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
-    uint8_t *sQu = q_buf(u);
 
     int head[2];
     const RowCtx rc = row_ctx_of(p, it, kvh, qpos0, wrow0, gq, head);
@@ -635,6 +642,7 @@ __global__ void __launch_bounds__(384, 1)
       more = nx.ntiles != 0;
       if (more) wait_tile(nx.fence_from == 0);
       load_qa(u + 1);
+      mbar_arrive(bar_qempty((u + 1) & 1));  // unit u + 3's Q may come
       turn_sync();
       wgmma_fence();
       issue_s(more ? g : prev);
@@ -643,12 +651,14 @@ __global__ void __launch_bounds__(384, 1)
 
     if (warp_active) {
       if (it.ws_base < 0) {
-        // Final rows: the warp's 16 normalised rows go through its own rows
-        // of the unit's Q buffer (free: every S product of the warpgroup has
-        // landed, and no other warp reads those rows), written by stmatrix
-        // (8 per thread at head size 128, where 4-byte stores took 32) in the
-        // XOR-swizzled layout (no bank conflicts), and leave as 16-byte
-        // coalesced stores.
+        // Final rows: the warp's 16 normalised rows go through its own 8
+        // staging rows, 8 at a time, written by stmatrix (8 per thread at
+        // head size 128, where 4-byte stores took 32) in the XOR-swizzled
+        // layout (no bank conflicts), and leave as 16-byte coalesced stores.
+        // (They went through the unit's Q buffer until it was released at
+        // the end of the previous key loop: H100, same-run A/B, TFLOP/s:
+        // causal 16x1024 401.0-405.7 -> 403.6-406.3, head size 64 264.3-267.1
+        // -> 267.0-270.2, 32x512 287.5-291.2 -> 288.7-292.7, 1x16384 the same.)
         float f[2];
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
@@ -657,17 +667,6 @@ __global__ void __launch_bounds__(384, 1)
           if (tq == 0 && rc.valid[i])
             store_lse(p, head[i], rq.q_start + (it.q_row0 + wrow0 + gq + 8 * i) / G, lse);
         }
-        // stmatrix: matrices (rows 0-7 | 8-15) x (chunks df | df + 1); lane l
-        // addresses row l % 8 + 8 ((l / 8) % 2), chunk df + l / 16.
-        const uint32_t srow = smem_u32(sQu);
-#pragma unroll
-        for (int df = 0; df < DF; df += 2)
-          stmatrix_x4(srow + swz_chunk<BM>(wrow0 + (lane & 7) + 8 * ((lane >> 3) & 1), df + (lane >> 4)),
-                      Elem<T>::pack2(o[df][0] * f[0], o[df][1] * f[0]),
-                      Elem<T>::pack2(o[df][2] * f[1], o[df][3] * f[1]),
-                      Elem<T>::pack2(o[df + 1][0] * f[0], o[df + 1][1] * f[0]),
-                      Elem<T>::pack2(o[df + 1][2] * f[1], o[df + 1][3] * f[1]));
-        __syncwarp();
         // Lane j < 16 computes row wrow0 + j's output address once; each
         // step stores LPR rows of CH chunks, taking the addresses by shuffle.
         constexpr int LPR = 32 / CH;
@@ -679,24 +678,39 @@ __global__ void __launch_bounds__(384, 1)
           rm.of(wrow0 + (lane & 15), &tok, &h);
           row_out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
         }
+        const uint8_t *wst = sOut + warp * 8 * HS * 2;
 #pragma unroll
-        for (int k = 0; k < 16 / LPR; ++k) {
-          const int r = lane / CH + LPR * k, c = lane % CH;
-          T *out = reinterpret_cast<T *>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_out), r));
-          if (wrow0 + r < it.num_rows)
-            *reinterpret_cast<uint4 *>(out + c * 8) =
-                *reinterpret_cast<const uint4 *>(sQu + swz_chunk<BM>(wrow0 + r, c));
+        for (int hf = 0; hf < 2; ++hf) {  // rows 8 hf .. 8 hf + 7 of the warp
+          // stmatrix: matrices = the 8 rows x chunks df .. df + 3; lane l
+          // addresses row l % 8, chunk df + l / 8.
+#pragma unroll
+          for (int df = 0; df < DF; df += 4)
+            stmatrix_x4(smem_u32(wst) + swz_chunk<8>(lane & 7, df + (lane >> 3)),
+                        Elem<T>::pack2(o[df][2 * hf] * f[hf], o[df][2 * hf + 1] * f[hf]),
+                        Elem<T>::pack2(o[df + 1][2 * hf] * f[hf], o[df + 1][2 * hf + 1] * f[hf]),
+                        Elem<T>::pack2(o[df + 2][2 * hf] * f[hf], o[df + 2][2 * hf + 1] * f[hf]),
+                        Elem<T>::pack2(o[df + 3][2 * hf] * f[hf], o[df + 3][2 * hf + 1] * f[hf]));
+          __syncwarp();
+#pragma unroll
+          for (int k = 0; k < 8 / LPR; ++k) {
+            const int r = lane / CH + LPR * k, c = lane % CH;
+            T *out = reinterpret_cast<T *>(
+                __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_out), 8 * hf + r));
+            if (wrow0 + 8 * hf + r < it.num_rows)
+              *reinterpret_cast<uint4 *>(out + c * 8) = *reinterpret_cast<const uint4 *>(wst + swz_chunk<8>(r, c));
+          }
+          __syncwarp();  // the staging rows are read before the next half
         }
       } else {
         store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);
       }
     }
-    // Scratch: the unit's Q buffer (every consumer warp is past its staging
-    // once the merge's first barrier is passed).
+    // Scratch: the staging rows (every consumer warp is past its staging
+    // once the merge's first barrier is passed, and none writes them again
+    // before a product turn that every warp passes after the merge).
     if (it.merge != 0)
-      merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sQu), S::kConsumers,
+      merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sOut), S::kConsumers,
                               [] { named_barrier_sync(2, S::kConsumers); });
-    mbar_arrive(bar_qempty(u & 1));  // unit u + 2's Q may come (after this thread's staging reads)
     if (!more) break;
   }
   wgmma_wait<0>();  // the stale product past the last unit
