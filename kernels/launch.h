@@ -183,8 +183,8 @@ constexpr bool decode_two_head_shape(int32_t head_size, int32_t num_kv_heads, in
 // the pair, and the larger CTA costs a resident CTA per SM and twice the
 // splits (1x32768 D64: 13% slower).  The builder stores the choice in the
 // plan and the launch follows the plan; with 2, a decode item holds one
-// head's rows (at most kDecodeRows / 2 = 8) and CTA y runs KV heads 2y and
-// 2y + 1.
+// head's rows (at most kDecodeRows / 2 = 8) and CTA (x, y) runs KV heads 2x
+// and 2x + 1.
 constexpr int32_t decode_kv_heads_per_cta(int32_t head_size, int32_t cache, int32_t num_kv_heads,
                                           int32_t group) {
   return cache != kCacheAuto && decode_two_head_shape(head_size, num_kv_heads, group) ? 2 : 1;
