@@ -113,6 +113,7 @@ struct Options {
   int64_t batch = 8, len = 1024;
   int heads = 32, kv_heads = 8, head_size = 128, block_size = 16;
   std::string dtype = "bf16", kv_dtype = "auto", layout = "nhd";
+  std::string block_order = "shuffled";  // or "sequential": each copy's blocks in request order
   int causal = 1;
   int prefills = 4, chunk = 512, prefill_ctx = 2048, decodes = 128, decode_ctx = 2048;
   int iters = 100, warmup = 10;
@@ -139,6 +140,8 @@ void usage(int rc) {
       "  --dtype bf16|fp16|fp32       q/k/v/output dtype (default bf16)\n"
       "  --kv-dtype auto|fp8|fp8_e5m2 KV cache dtype (default auto; fp8 = e4m3)\n"
       "  --layout nhd|hnd             KV cache layout (default nhd)\n"
+      "  --block-order shuffled|sequential   cache blocks drawn from a random permutation\n"
+      "                               (default) or in request order (what paging costs)\n"
       "  --causal 0|1                 prefill mask (default 1)\n"
       "  --prefills P --chunk Q --prefill-ctx C --decodes N --decode-ctx C\n"
       "                               mixed batch (default 4 x 512 after 2048, 128 at 2048)\n"
@@ -191,6 +194,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--dtype") o.dtype = val();
     else if (a == "--kv-dtype") o.kv_dtype = val();
     else if (a == "--layout") o.layout = val();
+    else if (a == "--block-order") o.block_order = val();
     else if (a == "--causal") o.causal = static_cast<int>(ival());
     else if (a == "--prefills") o.prefills = static_cast<int>(ival());
     else if (a == "--chunk") o.chunk = static_cast<int>(ival());
@@ -225,6 +229,8 @@ Options parse(int argc, char **argv) {
   if (o.head_size < 1 || o.block_size < 1) die("--head-size and --block-size must be >= 1");
   if (o.iters < 1 || o.warmup < 0) die("--iters must be >= 1 and --warmup >= 0");
   if (o.max_splits < 0) die("--max-splits must be >= 0");
+  if (o.block_order != "shuffled" && o.block_order != "sequential")
+    die("--block-order '%s': expected shuffled or sequential", o.block_order.c_str());
   if (o.prefills < 0 || o.decodes < 0 || o.prefills + o.decodes < 1 || o.chunk < 1 ||
       o.prefill_ctx < 0 || o.decode_ctx < 1)
     die("mixed batch: need prefills + decodes >= 1, --chunk >= 1, --decode-ctx >= 1");
@@ -515,7 +521,8 @@ struct Bench {
     sel.device_type = dev.device_type;
     VCHECK(vattn_get_attn_backend(&sel, &backend));
 
-    // Blocks: every copy gets its own blocks, drawn from one random permutation.
+    // Blocks: every copy gets its own blocks, drawn from one random permutation
+    // (--block-order sequential: the identity, each request's blocks contiguous).
     blocks_per_copy = 0;
     T = 0;
     for (const Req &r : reqs) {
@@ -528,7 +535,7 @@ struct Bench {
     std::vector<int32_t> perm(static_cast<size_t>(std::max<int64_t>(num_blocks, 1)));
     std::iota(perm.begin(), perm.end(), 0);
     std::mt19937_64 rng(o.seed);
-    std::shuffle(perm.begin(), perm.end(), rng);
+    if (o.block_order == "shuffled") std::shuffle(perm.begin(), perm.end(), rng);
 
     vattn_kv_cache_spec_t spec;
     vattn_kv_cache_spec_init(&spec);
@@ -1169,8 +1176,9 @@ int main(int argc, char **argv) {
                   o.chunk, o.prefill_ctx);
     else
       std::printf("B=%lld L=%lld", (long long)o.batch, (long long)o.len);
-    std::printf(" | %d q heads / %d kv heads, head %d, block %d, %s, kv %s, %s%s%s\n", o.heads, o.kv_heads,
+    std::printf(" | %d q heads / %d kv heads, head %d, block %d, %s, kv %s, %s%s%s%s\n", o.heads, o.kv_heads,
                 o.head_size, o.block_size, o.dtype.c_str(), o.kv_dtype.c_str(), o.layout.c_str(),
+                o.block_order == "sequential" ? ", blocks in order" : "",
                 o.workload == "prefill" ? (o.causal ? ", causal" : ", non-causal") : "",
                 o.write_kv ? ", with cache write" : "");
     std::fflush(stdout);
@@ -1206,6 +1214,7 @@ int main(int argc, char **argv) {
         .str("dtype", o.dtype)
         .str("kv_dtype", o.kv_dtype)
         .str("layout", o.layout)
+        .str("block_order", o.block_order)
         .boolean("causal", o.causal != 0)
         .num("prefills", o.prefills)
         .num("chunk", o.chunk)
