@@ -119,6 +119,13 @@ struct UnitSlot {
 };
 constexpr int kUnitRing = 16;    // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
+// The ring's setup takes the positions of units 0 .. 7 without the counter
+// (claims start at unit 7's ring step): fewer static rounds would deal
+// positions the counter also hands out (H100, 2 rounds: every prefill shape
+// 15-20% slower, each such unit computed twice).  More rounds (32: all of
+// 16x1024 static) measured slower on long and short shapes (1x16384 573-581
+// against 607-624 TFLOP/s, 32x512 275-279 against 290-291).
+static_assert(kStaticRounds >= 8, "units 0 .. 7 take static positions in the ring's setup");
 static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 16 slots of 96 bytes");
 
 // Tensor maps of K and V for the producer's TMA copies: 4-d [blocks]
