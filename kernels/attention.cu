@@ -214,7 +214,6 @@ cudaError_t decode_prepare(int32_t elem, int32_t cache, int32_t hs) {
 
 cudaError_t decode_ctas_per_sm(int32_t hs, int32_t nh, int32_t *out) {
   if (!decode_supported(kBF16, kCacheAuto, hs)) return cudaErrorNotSupported;
-  if (nh != 1 && (nh != 2 || hs != 64)) return cudaErrorInvalidValue;
   // fp16 and bf16 instances share their shapes; the cache kinds differ.
   int best = 0;
   const int kinds[3] = {kCacheAuto, kCacheE4M3, kCacheE5M2};

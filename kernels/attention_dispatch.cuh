@@ -4,6 +4,8 @@
 // parallel (6 kernels per translation unit per architecture).
 #pragma once
 
+#include <type_traits>
+
 #include "attention.cuh"
 #include "attention_sm90.cuh"
 #include "decode.cuh"
@@ -80,8 +82,8 @@ cudaError_t attention_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStr
 // ---- decode kernel (decode.cuh): fewer head sizes, see decode_supported().
 #define VATTN_DEC_HEAD_SIZES(X) X(64) X(128) X(256)
 
-// NH: KV heads per CTA, the plan's decode_kv_heads_per_cta;
-// the two-head kernel exists where that rule can pick it (head size 64).
+// NH: KV heads per CTA, the plan's decode_kv_heads_per_cta; the two-head
+// kernel exists where decode_two_head_kernel says (with_decode_kernel).
 template <class T, int CACHE, int HS, int NH>
 cudaError_t decode_prepare_hs() {
   return cudaFuncSetAttribute(decode_kernel<T, CACHE, HS, NH>,
@@ -105,37 +107,48 @@ cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-template <class T, int CACHE>
-cudaError_t decode_prepare_tc(int hs) {
+// f(HS, NH) -- two std::integral_constant<int> -- for the compiled decode
+// kernel of head size hs with nh KV heads per CTA: one head at every head
+// size of VATTN_DEC_HEAD_SIZES, two where decode_two_head_kernel says.
+// cudaErrorInvalidValue for a CTA shape not compiled at hs,
+// cudaErrorNotSupported for other head sizes.
+template <class F>
+cudaError_t with_decode_kernel(int hs, int nh, F &&f) {
+  if (nh != 1 && (nh != 2 || !decode_two_head_kernel(hs))) return cudaErrorInvalidValue;
+  using NH1 = std::integral_constant<int, 1>;
+  using NH2 = std::integral_constant<int, 2>;
   switch (hs) {
-    case 64: {
-      const cudaError_t e = decode_prepare_hs<T, CACHE, 64, 1>();
-      return e != cudaSuccess ? e : decode_prepare_hs<T, CACHE, 64, 2>();
-    }
-    case 128: return decode_prepare_hs<T, CACHE, 128, 1>();
-    case 256: return decode_prepare_hs<T, CACHE, 256, 1>();
+#define VATTN_X(H)                                                                       \
+  case H:                                                                                \
+    if constexpr (decode_two_head_kernel(H))                                             \
+      if (nh == 2) return f(std::integral_constant<int, H>{}, NH2{});                    \
+    return f(std::integral_constant<int, H>{}, NH1{});
+    VATTN_DEC_HEAD_SIZES(VATTN_X)
+#undef VATTN_X
     default: return cudaErrorNotSupported;
   }
+}
+
+// Raises the shared-memory limit of every decode kernel of head size hs.
+template <class T, int CACHE>
+cudaError_t decode_prepare_tc(int hs) {
+  auto prepare = [](auto H, auto N) { return decode_prepare_hs<T, CACHE, decltype(H)::value, decltype(N)::value>(); };
+  const cudaError_t e = with_decode_kernel(hs, 1, prepare);
+  return e != cudaSuccess || !decode_two_head_kernel(hs) ? e : with_decode_kernel(hs, 2, prepare);
 }
 
 template <class T, int CACHE>
 cudaError_t decode_occupancy_tc(int hs, int nh, int *ctas) {
-  switch (hs) {
-    case 64: return nh == 2 ? decode_occupancy_hs<T, CACHE, 64, 2>(ctas) : decode_occupancy_hs<T, CACHE, 64, 1>(ctas);
-    case 128: return decode_occupancy_hs<T, CACHE, 128, 1>(ctas);
-    case 256: return decode_occupancy_hs<T, CACHE, 256, 1>(ctas);
-    default: return cudaErrorNotSupported;
-  }
+  return with_decode_kernel(hs, nh, [ctas](auto H, auto N) {
+    return decode_occupancy_hs<T, CACHE, decltype(H)::value, decltype(N)::value>(ctas);
+  });
 }
 
 template <class T, int CACHE>
 cudaError_t decode_launch_tc(const AttnParams &p, int hs, int nh, int grid_x, cudaStream_t s) {
-  switch (hs) {
-    case 64: return nh == 2 ? decode_launch_hs<T, CACHE, 64, 2>(p, grid_x, s) : decode_launch_hs<T, CACHE, 64, 1>(p, grid_x, s);
-    case 128: return decode_launch_hs<T, CACHE, 128, 1>(p, grid_x, s);
-    case 256: return decode_launch_hs<T, CACHE, 256, 1>(p, grid_x, s);
-    default: return cudaErrorNotSupported;
-  }
+  return with_decode_kernel(hs, nh, [&p, grid_x, s](auto H, auto N) {
+    return decode_launch_hs<T, CACHE, decltype(H)::value, decltype(N)::value>(p, grid_x, s);
+  });
 }
 
 // Defined (explicitly instantiated) in attention_<type>_<cache>.cu.

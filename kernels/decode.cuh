@@ -14,10 +14,11 @@
 // NH = 2 at head size 64 when the plan was built for an fp8 cache
 // (decode_kv_heads_per_cta): a staged key row is then the two heads' 64-byte
 // rows, one 128-byte span of the NHD layout (a 16-bit cache run with such a
-// plan stages 2 x 128 bytes).  The CTA's 4 warps share the 16 query rows (Q in shared memory;
-// NH = 2: 8 rows per head) and split the item's keys: warp w takes the 16-key
-// tiles w, w + 4, w + 8, ... (a tile never crosses a cache block: block_size
-// is a multiple of 16 and item key ranges start at multiples of 16).
+// plan stages 2 x 128 bytes).  The CTA's 4 warps share the 16 query rows
+// (Q in shared memory; NH = 2: 8 rows per head) and split the item's keys:
+// warp w takes the 16-key tiles w, w + 4, w + 8, ... (a tile never crosses a
+// cache block: block_size is a multiple of 16 and item key ranges start at
+// multiples of 16).
 // Each warp streams its tiles through its own NST-stage cp.async pipeline
 // (16-byte copies; no CTA barrier in the loop), computes S = Q K^T and
 // O += P V with mma.m16n8k16 and keeps its own online-softmax state; the
@@ -96,7 +97,7 @@ __device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32
 }
 
 // NH = 2: CTA (x, y) runs KV heads 2x and 2x + 1 on items of at most 8 rows
-// (one head's): Q row r of the CTA is item row r % 8 of head 2y + r / 8, so
+// (one head's): Q row r of the CTA is item row r % 8 of head 2x + r / 8, so
 // the mma rows gq / gq + 8 of a lane belong to the two heads, and each
 // product runs once per head with the other head's A rows zeroed.
 template <class T, int CACHE, int HS, int NH = 1>

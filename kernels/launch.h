@@ -169,10 +169,13 @@ cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int3
 cudaError_t decode_ctas_per_sm(int32_t head_size, int32_t heads_per_cta, int32_t *out);
 constexpr int kDecodeRows = 16;     // rows per decode item
 constexpr int kDecodeKeyAlign = 16;  // decode items start at multiples of this
-// Shapes the two-head decode CTA serves: head size 64 (the only instance),
-// KV heads in pairs, and one head's rows in half a decode item.
+// Head sizes with a two-head decode kernel (64 only: the one where the pair
+// pays, see decode_kv_heads_per_cta).
+constexpr bool decode_two_head_kernel(int32_t head_size) { return head_size == 64; }
+// Shapes the two-head decode CTA serves: a head size with that kernel, KV
+// heads in pairs, and one head's rows in half a decode item.
 constexpr bool decode_two_head_shape(int32_t head_size, int32_t num_kv_heads, int32_t group) {
-  return head_size == 64 && num_kv_heads % 2 == 0 && group <= kDecodeRows / 2;
+  return decode_two_head_kernel(head_size) && num_kv_heads % 2 == 0 && group <= kDecodeRows / 2;
 }
 // KV heads per decode CTA, for the cache kind the builder is told
 // (vattn_builder_options_t::kv_cache_dtype).  At head size 64 an fp8 key
