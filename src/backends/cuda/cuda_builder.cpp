@@ -39,10 +39,26 @@ size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 // rows (query_len * G) fit one 16-row item goes to the decode kernel; its
 // key range is split so that the kernel's CTAs fill the GPU in as few waves
 // as possible (cost model below).
-constexpr int kDecMinKeysPerSplit = 256;
+// Parts of at least kDecMinKeysPerSplit keys; parts shorter than
+// kDecShortSplitKeys only while the batch's CTAs fit one per SM (a short
+// context is latency-bound: a part's chain of dependent loads, not its
+// bytes, sets its time, and a second CTA on an SM does not shorten it).
+// H100, bf16 D128 unless noted, eager us, 256-key parts -> this rule:
+// 1x512 12.4 -> 10.2, 1x1024 12.5 -> 11.2, 2x1024 13.4 -> 12.9, fp8 1x512
+// 12.2 -> 10.3, fp8 1x1024 12.4-12.6 -> 10.9, D256 1x1024 17.2-17.3 ->
+// 15.2-15.4; long contexts unchanged.  256-key parts on 256 CTAs beat
+// 128-key parts (2x2048 15.3 against 16.2, 4x1024 15.4 against 16.1).
+constexpr int kDecMinKeysPerSplit = 64;
+constexpr int kDecShortSplitKeys = 256;
 constexpr int kDecDefaultMaxSplits = 64;
 constexpr int64_t kDecCtaOverheadKeys = 128;  // fixed cost of a CTA, in keys
                                               // (VATTN_CUDA_DECODE_CTA_KEYS overrides)
+// A tile split into more than kDecMergeRoundParts parts costs its merging
+// CTA more rounds of partial loads (kern::merge_split_tile prefetches 16),
+// modelled as kDecMergeRoundKeys more keys (VATTN_CUDA_DECODE_MERGE_KEYS
+// overrides): 1x8192 then takes 16 parts instead of 32 (21.3 -> 21.1 us).
+constexpr int kDecMergeRoundParts = 16;
+constexpr int64_t kDecMergeRoundKeys = 256;
 
 struct BuilderCfg {
   vattn_builder_options_t o;
@@ -53,6 +69,7 @@ struct BuilderCfg {
   // decode item may hold (16, or one head's 8 when a CTA runs two heads).
   int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
   int64_t dec_cta_keys = kDecCtaOverheadKeys;
+  int64_t dec_merge_keys = kDecMergeRoundKeys;
   int32_t group = 1, tokens_per_tile = 1;
   int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;
 };
@@ -327,17 +344,22 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     int64_t best_cost = -1;
     for (int s = 1; s <= s_cap; ++s) {
       int64_t items_s = 0, ws_s = 0, longest = 0;
+      int parts = 1;
+      bool short_parts = false;
       for (const TileDesc &t : dtiles) {
         int64_t chunk = 0;
         const int st = split_of(t, s, &chunk);
         items_s += st;
         if (st > 1) ws_s += static_cast<int64_t>(st) * t.ntok * G;
         longest = std::max(longest, chunk);
+        parts = std::max(parts, st);
+        short_parts = short_parts || (st > 1 && chunk < kDecShortSplitKeys);
       }
       if (s > 1 && (n_items + items_s > c_.cap_items || ws_next + ws_s > c_.ws_rows)) break;
       const int64_t ctas = items_s * (o.num_kv_heads / c_.dec_heads);
+      if (short_parts && ctas > c_.num_sms) continue;
       const int64_t waves = (ctas + c_.dec_slots - 1) / c_.dec_slots;
-      const int64_t cost = waves * (longest + c_.dec_cta_keys);
+      const int64_t cost = waves * (longest + c_.dec_cta_keys) + (parts > kDecMergeRoundParts ? c_.dec_merge_keys : 0);
       if (best_cost < 0 || cost < best_cost) {
         best_cost = cost;
         best_s = s;
@@ -511,6 +533,7 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   // / 38.3-38.5 / 38.3, 42.5-42.9; 4x8192 26.9 / 27.0-27.1 / 26.0, 26.4-26.5).
   if (c.dec_heads == 2 && o.max_num_splits <= 0) c.dec_max_splits = kDecDefaultMaxSplits / 2;
   if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
+  if (const char *mk = std::getenv("VATTN_CUDA_DECODE_MERGE_KEYS")) c.dec_merge_keys = std::max(0L, std::atol(mk));
   const int64_t tiles_bound = o.max_num_tokens / c.tokens_per_tile + o.max_num_reqs + 2;
   c.cap_items = 2 * tiles_bound + 4LL * c.num_sms + 2LL * c.dec_slots + 64;
   c.ws_rows = std::max<int64_t>({static_cast<int64_t>(o.max_num_reqs) * c.max_splits,
