@@ -319,13 +319,18 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     return fail(VATTN_ERR_OUT_OF_MEMORY, "plan build: out of host memory");
 
   // ---- decode items: pick one split count s for the batch (each tile uses
-  // min(s, range / kDecMinKeysPerSplit) chunks) minimising the modelled
-  // time waves(s) * (longest chunk + CTA overhead), within the plan's
-  // workspace and item capacity; ties go to fewer splits.
+  // min(s, range / min_keys) chunks) minimising the modelled time
+  // waves(s) * (longest chunk + CTA overhead) (+ the merge cost), within the
+  // plan's workspace and item capacity; ties go to fewer splits.
   if (!dtiles.empty()) {
+    // Parts shorter than kDecShortSplitKeys need CTAs that fit one per SM;
+    // when one part per tile is already more, they are out (and the search
+    // below stays as short as with kDecShortSplitKeys parts: host time).
+    const int64_t min_ctas = static_cast<int64_t>(dtiles.size()) * (o.num_kv_heads / c_.dec_heads);
+    const int64_t min_keys = min_ctas <= c_.num_sms ? kDecMinKeysPerSplit : kDecShortSplitKeys;
     auto split_of = [&](const TileDesc &t, int s, int64_t *chunk) {
       const int64_t range = t.kv_hi - t.kv_lo;
-      int st = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / kDecMinKeysPerSplit)));
+      int st = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / min_keys)));
       *chunk = range;
       if (st > 1) {
         // Decode items only need kv_begin % kDecodeKeyAlign == 0: a finer
@@ -339,7 +344,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
     int64_t max_range = 0;
     for (const TileDesc &t : dtiles) max_range = std::max<int64_t>(max_range, t.kv_hi - t.kv_lo);
     const int s_cap = static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>(c_.dec_max_splits, max_range / kDecMinKeysPerSplit)));
+        1, std::min<int64_t>(c_.dec_max_splits, max_range / min_keys)));
     int best_s = 1;
     int64_t best_cost = -1;
     for (int s = 1; s <= s_cap; ++s) {
