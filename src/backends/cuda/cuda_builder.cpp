@@ -439,8 +439,9 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
                                        cudaMemcpyHostToDevice, stream),
                        "plan upload");
   };
-  VATTN_TRY(up(L.header, 8 * sizeof(int32_t)));
-  VATTN_TRY(up(L.reqs, sizeof(kern::AttnReq) * (nreq + (cascade ? 1 : 0))));
+  // The header and the requests are adjacent: one copy (each copy is a
+  // driver call of a microsecond or two on the host).
+  VATTN_TRY(up(L.header, L.reqs + sizeof(kern::AttnReq) * (nreq + (cascade ? 1 : 0)) - L.header));
   VATTN_TRY(up(L.items, sizeof(kern::AttnItem) * n_items));
   VATTN_TRY(up(L.units, sizeof(int32_t) * n_gen * o.num_kv_heads));
   VATTN_TRY(up(L.tok_parts, sizeof(int2) * ntok_out));
