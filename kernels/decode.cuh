@@ -136,6 +136,23 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   char *wbase = body + warp * S::WARP_BYTES;
 
   for (int item_idx = first + blockIdx.y; item_idx < n_items; item_idx += gridDim.y) {
+    // The block ids of the warp's first 32 tiles are requested with the
+    // item's request, not after it: a decode item's block-table row is its
+    // request's index (the builder's bt_row; checked below), and its first
+    // key is kv_begin unless a window moves it.  Row entries past the
+    // request's blocks are read but unused (the index stays in the row).
+    // H100, same-run A/B, eager us, 3 rounds: 1x512 10.21-10.43 ->
+    // 9.82-9.95, 2x1024 12.93-13.06 -> 12.58-12.77, fp8 1x1024 10.72-10.91
+    // -> 10.32-10.59, 1x32768 54.85-55.23 -> 54.66-54.93; none slower.
+    int spec_blk, spec_off, spec_kv;
+    {
+      const AttnItem &si = p.items[item_idx];
+      spec_kv = si.kv_begin;
+      const int k0 = spec_kv + (warp + S::kWarps * lane) * KT;
+      const int b = k0 / p.block_size;
+      spec_blk = p.block_table[static_cast<int64_t>(si.req) * p.bt_stride + min(b, static_cast<int>(p.bt_stride) - 1)];
+      spec_off = k0 - b * p.block_size;
+    }
     const ItemCtx ic = item_begin(p, item_idx, KT, &sc);
     const AttnItem &it = ic.it;
     const AttnReq &rq = ic.rq;
@@ -195,7 +212,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     const uint64_t pol = l2_evict_first_policy();
     int st_next = 0;  // stage of the next tile issued (tile t sits in stage t % NST)
     auto issue = [&](int t) {  // warp-uniform; t < nw
-      if ((t & 31) == 0) fetch_ids(t);
+      if ((t & 31) == 0) {
+        if (t == 0 && ic.rq.bt_row == it.req && kstart == spec_kv) {
+          blk_reg = lane < nw ? spec_blk : 0;
+          off_reg = spec_off;
+        } else {
+          fetch_ids(t);
+        }
+      }
       const int k0 = kstart + (warp + S::kWarps * t) * KT;
       const int64_t blk = __shfl_sync(0xffffffffu, blk_reg, t & 31);
       const int64_t off0 = __shfl_sync(0xffffffffu, off_reg, t & 31);
