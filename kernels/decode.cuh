@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       spec_kv = si.kv_begin;
       const int k0 = spec_kv + (warp + S::kWarps * lane) * KT;
       const int b = k0 / p.block_size;
-      spec_blk = p.block_table[static_cast<int64_t>(si.req) * p.bt_stride + min(b, static_cast<int>(p.bt_stride) - 1)];
+      const int col = min(b, static_cast<int>(p.bt_stride) - 1);
+      spec_blk = p.block_table[static_cast<int64_t>(si.req) * p.bt_stride + col];
       spec_off = k0 - b * p.block_size;
     }
     const ItemCtx ic = item_begin(p, item_idx, KT, &sc);

@@ -292,8 +292,8 @@ inline void run_gpu_case(const ct::Config &c, const std::vector<int32_t> &q_lens
   ASSERT_VATTN_OK(vattn_builder_build(o.builder.get(), o.plan.get(), c.common_prefix_len,
                                       p->md.get(), 0, s));
   // Two forwards on one build (as a model's layers run): the first must
-  // leave the plan's split counters and key cursors re-armed.  Outputs are
-  // re-poisoned before the second.
+  // leave the plan's split counters (and any other state a kernel changes)
+  // re-armed.  Outputs are re-poisoned before the second.
   for (int run = 0; run < 2; ++run) {
     SCOPED_TRACE(run == 0 ? "first forward" : "second forward on the same plan");
     if (run == 1) {

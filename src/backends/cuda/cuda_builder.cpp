@@ -364,7 +364,8 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
       const int64_t ctas = items_s * (o.num_kv_heads / c_.dec_heads);
       if (short_parts && ctas > c_.num_sms) continue;
       const int64_t waves = (ctas + c_.dec_slots - 1) / c_.dec_slots;
-      const int64_t cost = waves * (longest + c_.dec_cta_keys) + (parts > kDecMergeRoundParts ? c_.dec_merge_keys : 0);
+      const int64_t merge = parts > kDecMergeRoundParts ? c_.dec_merge_keys : 0;
+      const int64_t cost = waves * (longest + c_.dec_cta_keys) + merge;
       if (best_cost < 0 || cost < best_cost) {
         best_cost = cost;
         best_s = s;
