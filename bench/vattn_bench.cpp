@@ -123,6 +123,7 @@ struct Options {
   double matrix_tflops = -1;  // -1 = default for the device, 0 = none
   int threads = 0;
   int max_splits = 0;  // builder max_num_splits (0 = its default)
+  int table_cols = 0;  // block-table width (0 = the batch's longest request; vLLM: max_model_len / block)
   uint64_t seed = 20261121;
   double check_tol = 0;  // 0 = default for the dtypes
   bool quiet = false;
@@ -156,6 +157,8 @@ void usage(int rc) {
       "  --matrix-tflops X            stated matrix rate for prefill %% (default 800 on H100/H200)\n"
       "  --threads N                  CPU backend worker threads (0 = all)\n"
       "  --max-splits N               builder max_num_splits: split-KV cap (0 = default)\n"
+      "  --table-cols N               block-table width (builder max_blocks_per_req; 0 = the longest\n"
+      "                               request's blocks; a serving engine's is max_model_len / block)\n"
       "  --seed S  --label NAME  --json FILE  --quiet\n");
   std::exit(rc);
 }
@@ -212,6 +215,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--matrix-tflops") o.matrix_tflops = fval();
     else if (a == "--threads") o.threads = static_cast<int>(ival());
     else if (a == "--max-splits") o.max_splits = static_cast<int>(ival());
+    else if (a == "--table-cols") o.table_cols = static_cast<int>(ival());
     else if (a == "--seed") o.seed = static_cast<uint64_t>(ival());
     else if (a == "--label") o.label = val();
     else if (a == "--json") o.json = val();
@@ -229,6 +233,7 @@ Options parse(int argc, char **argv) {
   if (o.head_size < 1 || o.block_size < 1) die("--head-size and --block-size must be >= 1");
   if (o.iters < 1 || o.warmup < 0) die("--iters must be >= 1 and --warmup >= 0");
   if (o.max_splits < 0) die("--max-splits must be >= 0");
+  if (o.table_cols < 0) die("--table-cols must be >= 0");
   if (o.block_order != "shuffled" && o.block_order != "sequential")
     die("--block-order '%s': expected shuffled or sequential", o.block_order.c_str());
   if (o.prefills < 0 || o.decodes < 0 || o.prefills + o.decodes < 1 || o.chunk < 1 ||
@@ -531,6 +536,7 @@ struct Bench {
       max_blocks = std::max(max_blocks, nb);
       T += r.q;
     }
+    max_blocks = std::max(max_blocks, o.table_cols);
     num_blocks = blocks_per_copy * s.copies + 1;
     std::vector<int32_t> perm(static_cast<size_t>(std::max<int64_t>(num_blocks, 1)));
     std::iota(perm.begin(), perm.end(), 0);
@@ -1230,6 +1236,7 @@ int main(int argc, char **argv) {
         .str("kv_dtype", o.kv_dtype)
         .str("layout", o.layout)
         .str("block_order", o.block_order)
+        .num("table_cols", o.table_cols)
         .boolean("causal", o.causal != 0)
         .num("prefills", o.prefills)
         .num("chunk", o.chunk)

@@ -425,10 +425,19 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   hdr[3] = static_cast<int32_t>(n_gen);
   for (int i = 4; i < 8; ++i) hdr[i] = 0;
 
+  // Block table: the blocks each request reads, ceil(seq_len / block_size)
+  // (kernels never use an entry past them; the cascade pass reads row 0's
+  // first P keys), not whole rows: a serving engine's table is as wide as
+  // its longest possible request.  `width` is the widest such prefix.
   int32_t *bt = plan->h<int32_t>(L.block_table);
   const int64_t cols = std::min<int64_t>(md.block_table_cols, o.max_blocks_per_req);
-  for (int64_t r = 0; r < nreq; ++r)
-    std::memcpy(bt + r * o.max_blocks_per_req, md.block_row(r), sizeof(int32_t) * cols);
+  int64_t width = 0;
+  for (int64_t r = 0; r < nreq; ++r) {
+    const int64_t need = (static_cast<int64_t>(md.seq_lens[r]) + o.block_size - 1) / o.block_size;
+    const int64_t used = std::min<int64_t>(cols, need);
+    std::memcpy(bt + r * o.max_blocks_per_req, md.block_row(r), sizeof(int32_t) * used);
+    width = std::max(width, used);
+  }
   int64_t *sm = plan->h<int64_t>(L.slot_mapping);
   if (!md.slot_mapping.empty())
     std::memcpy(sm, md.slot_mapping.data(), sizeof(int64_t) * md.slot_mapping.size());
@@ -447,8 +456,13 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   VATTN_TRY(up(L.units, sizeof(int32_t) * n_gen * o.num_kv_heads));
   VATTN_TRY(up(L.tok_parts, sizeof(int2) * ntok_out));
   VATTN_TRY(up(L.part_list, sizeof(int32_t) * parts.size()));
-  if (nreq > 0 && cols > 0)
-    VATTN_TRY(up(L.block_table, sizeof(int32_t) * ((nreq - 1) * o.max_blocks_per_req + cols)));
+  if (nreq > 0 && width > 0) {  // rows of `width` entries, one 2-D copy
+    const size_t pitch = sizeof(int32_t) * static_cast<size_t>(o.max_blocks_per_req);
+    VATTN_CUDA_TRY(cudaMemcpy2DAsync(plan->dev + L.block_table, pitch, plan->host + L.block_table, pitch,
+                                     sizeof(int32_t) * static_cast<size_t>(width), static_cast<size_t>(nreq),
+                                     cudaMemcpyHostToDevice, stream),
+                   "plan upload");
+  }
   VATTN_TRY(up(L.slot_mapping, sizeof(int64_t) * md.slot_mapping.size()));
   VATTN_CUDA_TRY(cudaEventRecord(slot_ev, stream), "plan upload");
   plan->slot = slot;
