@@ -408,15 +408,22 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
 
   if (static_cast<int64_t>(parts.size()) > c_.cap_parts)
     return fail(VATTN_ERR_INTERNAL, "plan part capacity exceeded");
-  // Counting sort of the parts by token.
-  std::vector<int32_t> start(cnt.size() + 1, 0);
-  for (size_t t = 0; t < cnt.size(); ++t) start[t + 1] = start[t] + cnt[t];
-  {
-    std::vector<int32_t> fillp(start.begin(), start.end() - 1);
-    for (const PartRef &pr : parts) part_list[fillp[pr.tok]++] = pr.p;
+  // The merge pass runs when parts or padding rows exist, and always in a
+  // captured graph; without it its tables are never read (a prefill or
+  // decode batch without plan-level splits skips two passes over its tokens).
+  const bool capture = mode == BuildMode::kCudagraphCapture;
+  const bool merge_pass = capture || !parts.empty() || ntok_out > real;
+  if (merge_pass) {
+    // Counting sort of the parts by token.
+    std::vector<int32_t> start(cnt.size() + 1, 0);
+    for (size_t t = 0; t < cnt.size(); ++t) start[t + 1] = start[t] + cnt[t];
+    {
+      std::vector<int32_t> fillp(start.begin(), start.end() - 1);
+      for (const PartRef &pr : parts) part_list[fillp[pr.tok]++] = pr.p;
+    }
+    for (int64_t t = 0; t < ntok_out; ++t)
+      tok_parts[t] = t < real ? int2{start[t], cnt[t]} : int2{0, -1};
   }
-  for (int64_t t = 0; t < ntok_out; ++t)
-    tok_parts[t] = t < real ? int2{start[t], cnt[t]} : int2{0, -1};
 
   int32_t *hdr = plan->h<int32_t>(L.header);
   hdr[0] = static_cast<int32_t>(n_items);
@@ -454,8 +461,10 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   VATTN_TRY(up(L.header, L.reqs + sizeof(kern::AttnReq) * (nreq + (cascade ? 1 : 0)) - L.header));
   VATTN_TRY(up(L.items, sizeof(kern::AttnItem) * n_items));
   VATTN_TRY(up(L.units, sizeof(int32_t) * n_gen * o.num_kv_heads));
-  VATTN_TRY(up(L.tok_parts, sizeof(int2) * ntok_out));
-  VATTN_TRY(up(L.part_list, sizeof(int32_t) * parts.size()));
+  if (merge_pass) {
+    VATTN_TRY(up(L.tok_parts, sizeof(int2) * ntok_out));
+    VATTN_TRY(up(L.part_list, sizeof(int32_t) * parts.size()));
+  }
   if (nreq > 0 && width > 0) {  // rows of `width` entries, one 2-D copy
     const size_t pitch = sizeof(int32_t) * static_cast<size_t>(o.max_blocks_per_req);
     VATTN_CUDA_TRY(cudaMemcpy2DAsync(plan->dev + L.block_table, pitch, plan->host + L.block_table, pitch,
@@ -468,7 +477,6 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   plan->slot = slot;
 
   // ---- grids (host-side launch shapes; the kernels read counts on device)
-  const bool capture = mode == BuildMode::kCudagraphCapture;
   auto clampi = [](int64_t v, int64_t lo, int64_t hi) {
     return static_cast<int32_t>(std::max(lo, std::min(hi, v)));
   };
@@ -484,7 +492,7 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   plan->grid_merge = clampi(capture ? 16LL * c_.num_sms : merge_units, 1, 16LL * c_.num_sms);
   plan->num_gen_items = static_cast<int32_t>(n_gen);
   plan->capture = capture;
-  plan->needs_merge = capture || !parts.empty() || ntok_out > real;
+  plan->needs_merge = merge_pass;
   plan->grid_cache = clampi(capture ? o.max_num_tokens : static_cast<int64_t>(md.slot_mapping.size()),
                             1, o.max_num_tokens);
   plan->num_items = static_cast<int32_t>(n_items);
