@@ -259,7 +259,6 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   kern::AttnItem *items = plan->h<kern::AttnItem>(L.items);
   int2 *tok_parts = plan->h<int2>(L.tok_parts);
   int32_t *part_list = plan->h<int32_t>(L.part_list);
-  std::vector<int32_t> cnt(static_cast<size_t>(std::max<int64_t>(ntok_out, real)), 0);
   int64_t n_items = 0, ws_next = 0;
   struct PartRef {
     int32_t tok, p;
@@ -306,7 +305,6 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
         const int32_t tok_first = reqs[t.req].q_start + t.tok0;
         for (int32_t k = 0; k < t.ntok; ++k) {
           parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
-          ++cnt[tok_first + k];
         }
         ws_next += rows;
       }
@@ -397,7 +395,6 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
           const int32_t tok_first = reqs[t.req].q_start;
           for (int32_t k = 0; k < t.ntok; ++k) {
             parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
-            ++cnt[tok_first + k];
           }
           ws_next += rows;
         }
@@ -415,6 +412,8 @@ vattn_status_t CudaBuilder::build(PlanImpl &pb, int64_t P, const Metadata &md, b
   const bool merge_pass = capture || !parts.empty() || ntok_out > real;
   if (merge_pass) {
     // Counting sort of the parts by token.
+    std::vector<int32_t> cnt(static_cast<size_t>(std::max<int64_t>(ntok_out, real)), 0);
+    for (const PartRef &pr : parts) ++cnt[pr.tok];
     std::vector<int32_t> start(cnt.size() + 1, 0);
     for (size_t t = 0; t < cnt.size(); ++t) start[t + 1] = start[t] + cnt[t];
     {
