@@ -31,14 +31,10 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_schedule.h"
 #include "launch.h"
 
 namespace vattn {
-
-struct CudaPlanLayout {
-  size_t header = 0, reqs = 0, items = 0, tok_parts = 0, part_list = 0, block_table = 0,
-         slot_mapping = 0, merge_ctr = 0, unit_ctr = 0, units = 0, meta_end = 0, ws_lse = 0, ws_o = 0, total = 0;
-};
 
 class CudaPlan final : public PlanImpl {
  public:
@@ -55,6 +51,7 @@ class CudaPlan final : public PlanImpl {
   char *host_buf[2] = {nullptr, nullptr};  // pinned mirrors of [0, lay.meta_end)
   void *events[2] = {nullptr, nullptr};    // cudaEvent_t: upload from host_buf[i] done
   int32_t slot = 1;                        // host_buf index of the last build
+  CudaScheduleScratch scratch;             // build()'s working arrays, kept warm
 
   // Host values of the last build (grid sizes; never read by kernels).
   int32_t num_items = 0;     // all items: general [0, num_gen_items), decode after

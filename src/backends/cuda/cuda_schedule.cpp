@@ -1,0 +1,462 @@
+// cuda_schedule.cpp -- see cuda_schedule.h.
+#include "backends/cuda/cuda_schedule.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/unit_order.h"
+#include "core/error.h"
+
+namespace vattn {
+namespace {
+
+constexpr int kMinKeysPerSplit = 256;
+constexpr int kSplitAlign = 64;  // multiple of every kernel's key tile
+
+// Decode kernel (kernels/decode.cuh) scheduling: a request whose query
+// rows (query_len * G) fit one 16-row item goes to the decode kernel; its
+// key range is split so that the kernel's CTAs fill the GPU in as few waves
+// as possible (cost model below).
+// Parts of at least kDecMinKeysPerSplit keys; parts shorter than
+// kDecShortSplitKeys only while the batch's CTAs fit one per SM (a short
+// context is latency-bound: a part's chain of dependent loads, not its
+// bytes, sets its time, and a second CTA on an SM does not shorten it).
+// H100, bf16 D128 unless noted, eager us, 256-key parts -> this rule:
+// 1x512 12.4 -> 10.2, 1x1024 12.5 -> 11.2, 2x1024 13.4 -> 12.9, fp8 1x512
+// 12.2 -> 10.3, fp8 1x1024 12.4-12.6 -> 10.9, D256 1x1024 17.2-17.3 ->
+// 15.2-15.4; long contexts unchanged.  256-key parts on 256 CTAs beat
+// 128-key parts (2x2048 15.3 against 16.2, 4x1024 15.4 against 16.1).
+constexpr int kDecMinKeysPerSplit = 64;
+constexpr int kDecShortSplitKeys = 256;
+// A tile split into more than kDecMergeRoundParts parts costs its merging
+// CTA more rounds of partial loads (kern::merge_split_tile prefetches 16),
+// modelled as kDecMergeRoundKeys more keys: 1x8192 then takes 16 parts
+// instead of 32 (21.3 -> 21.1 us).
+constexpr int kDecMergeRoundParts = 16;
+
+size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Parts of a decode tile of `range` keys under the batch's split count s:
+// min(s, range / min_keys) (at least 1), each `*chunk` keys, a multiple of
+// kern::kDecodeKeyAlign (the last part may be shorter).  A finer chunk
+// than the general items' 64 lets the split count fill the resident CTA
+// slots exactly (decode items only need kv_begin % kDecodeKeyAlign == 0).
+int decode_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
+  // 32-bit unsigned arithmetic (a 64-bit division costs several times as
+  // much on common x86 cores, and the search runs this per tile): range <=
+  // INT32_MAX, s <= max splits, so no sum below wraps.
+  const uint32_t r = static_cast<uint32_t>(range);
+  uint32_t st = static_cast<uint32_t>(
+      std::min<int64_t>(s, std::max<uint32_t>(1, r / static_cast<uint32_t>(min_keys))));
+  uint32_t ch = r;
+  if (st > 1) {
+    constexpr uint32_t A = kern::kDecodeKeyAlign;
+    ch = ((r + st - 1) / st + A - 1) / A * A;
+    st = (r + ch - 1) / ch;
+  }
+  *chunk = ch;
+  return static_cast<int>(st);
+}
+
+// The decode split count s in [1, s_cap] minimising the modelled time
+//   waves(s) * (longest chunk + CTA keys) (+ dec_merge_keys when a tile has
+//   more than kDecMergeRoundParts parts),
+// waves(s) = ceil(CTAs / resident slots); parts under kDecShortSplitKeys
+// only while the CTAs fit one per SM; the search stops at the first s past
+// the remaining item or workspace room; ties go to fewer splits.
+//
+// Host time: O(tiles + s_cap), not O(tiles * s_cap) (the plain search took
+// 27 us for 240 decodes at up to 4k keys on the GPU machine's CPU).  A tile whose part cap
+// k = max(1, range / min_keys) is <= s has k parts whatever s is
+// ("saturated"): tiles are bucketed by k and each bucket's saturated sums
+// are computed once.  A tile with k > s gets exactly s parts when
+// range > A * s * (s - 1) (A = kDecodeKeyAlign: chunk < range / s + A, so
+// range / chunk > s - 1), and its longest / shortest chunk come from the
+// bucket's largest / smallest range (the chunk grows with the range); only
+// an s that fails this (s > 17 with 256-key parts) visits those tiles one
+// by one.
+int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaScheduleScratch::Tile> &dtiles,
+                         int64_t min_keys, int s_cap, int64_t item_room, int64_t ws_room,
+                         std::vector<CudaScheduleScratch::DecBucket> *buckets) {
+  using Bucket = CudaScheduleScratch::DecBucket;
+  const int G = c.group;
+  const int nb = s_cap + 2;  // buckets 1 .. s_cap, and s_cap + 1: never saturated
+  std::vector<Bucket> &B = *buckets;
+  B.assign(static_cast<size_t>(nb), Bucket{});
+  for (const auto &t : dtiles) {
+    const int64_t range = t.kv_hi - t.kv_lo;
+    const int64_t rows = static_cast<int64_t>(t.ntok) * G;
+    const int k = static_cast<int>(std::min<int64_t>(s_cap + 1, std::max<int64_t>(1, range / min_keys)));
+    Bucket &b = B[k];
+    if (b.n == 0 || range < b.rmin) b.rmin = range;
+    b.rmax = std::max(b.rmax, range);
+    ++b.n;
+    b.rows += rows;
+    if (k <= s_cap) {  // its parts once s >= k
+      int64_t chunk = 0;
+      const int st = decode_parts(range, k, min_keys, &chunk);
+      b.items += st;
+      if (st > 1) b.ws += st * rows;
+      b.chunk = std::max(b.chunk, chunk);
+      b.parts = std::max(b.parts, st);
+      b.short_parts = b.short_parts || (st > 1 && chunk < kDecShortSplitKeys);
+    }
+  }
+  // Suffix aggregates of the unsaturated buckets: [k] covers buckets >= k.
+  B[nb - 1].suf_n = B[nb - 1].n;
+  B[nb - 1].suf_rows = B[nb - 1].rows;
+  B[nb - 1].suf_rmax = B[nb - 1].rmax;
+  B[nb - 1].suf_rmin = B[nb - 1].rmin;
+  for (int k = nb - 2; k >= 1; --k) {
+    Bucket &b = B[k];
+    const Bucket &u = B[k + 1];
+    b.suf_n = b.n + u.suf_n;
+    b.suf_rows = b.rows + u.suf_rows;
+    b.suf_rmax = std::max(b.rmax, u.suf_rmax);
+    b.suf_rmin = b.n == 0 ? u.suf_rmin : (u.suf_n == 0 ? b.rmin : std::min(b.rmin, u.suf_rmin));
+  }
+
+  const int64_t heads = c.o.num_kv_heads / c.dec_heads;
+  int best_s = 1;
+  int64_t best_cost = -1;
+  int64_t sat_items = 0, sat_ws = 0, sat_chunk = 0;  // saturated buckets 1 .. s
+  int sat_parts = 1;
+  bool sat_short = false;
+  for (int s = 1; s <= s_cap; ++s) {
+    const Bucket &bs = B[s];
+    sat_items += bs.items;
+    sat_ws += bs.ws;
+    sat_chunk = std::max(sat_chunk, bs.chunk);
+    sat_parts = std::max(sat_parts, bs.parts);
+    sat_short = sat_short || bs.short_parts;
+    int64_t items_s = sat_items, ws_s = sat_ws, longest = sat_chunk;
+    int max_parts = sat_parts;
+    bool short_parts = sat_short;
+    const Bucket &u = B[s + 1];  // tiles with more than s parts' worth of keys
+    if (u.suf_n > 0) {
+      constexpr int64_t A = kern::kDecodeKeyAlign;
+      if (u.suf_rmin > A * s * (s - 1)) {  // each gets exactly s parts
+        int64_t cmax = 0, cmin = 0;
+        decode_parts(u.suf_rmax, s, min_keys, &cmax);
+        decode_parts(u.suf_rmin, s, min_keys, &cmin);
+        items_s += s * u.suf_n;
+        if (s > 1) ws_s += s * u.suf_rows;
+        longest = std::max(longest, cmax);
+        max_parts = std::max(max_parts, s);
+        short_parts = short_parts || (s > 1 && cmin < kDecShortSplitKeys);
+      } else {
+        for (const auto &t : dtiles) {
+          const int64_t range = t.kv_hi - t.kv_lo;
+          if (range / min_keys <= s) continue;  // saturated: counted above
+          int64_t chunk = 0;
+          const int st = decode_parts(range, s, min_keys, &chunk);
+          items_s += st;
+          if (st > 1) ws_s += static_cast<int64_t>(st) * t.ntok * G;
+          longest = std::max(longest, chunk);
+          max_parts = std::max(max_parts, st);
+          short_parts = short_parts || (st > 1 && chunk < kDecShortSplitKeys);
+        }
+      }
+    }
+    if (s > 1 && (items_s > item_room || ws_s > ws_room)) break;
+    const int64_t ctas = items_s * heads;
+    if (short_parts && ctas > c.num_sms) continue;
+    const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
+    const int64_t merge = max_parts > kDecMergeRoundParts ? c.dec_merge_keys : 0;
+    const int64_t cost = waves * (longest + c.dec_cta_keys) + merge;
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best_s = s;
+    }
+  }
+  return best_s;
+}
+
+}  // namespace
+
+void cuda_size_plan(CudaBuilderCfg *c) {
+  const auto &o = c->o;
+  const int64_t tiles_bound = o.max_num_tokens / c->tokens_per_tile + o.max_num_reqs + 2;
+  c->cap_items = 2 * tiles_bound + 4LL * c->num_sms + 2LL * c->dec_slots + 64;
+  c->ws_rows = std::max<int64_t>({static_cast<int64_t>(o.max_num_reqs) * c->max_splits,
+                                  2 * std::min<int64_t>(o.max_num_tokens, 4096),
+                                  c->decode ? 2LL * c->dec_slots : 0}) * c->group;
+  c->cap_parts = c->ws_rows;
+}
+
+CudaPlanLayout cuda_plan_layout(const CudaBuilderCfg &c) {
+  const auto &o = c.o;
+  CudaPlanLayout L;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    size_t at = align_up(off, 256);
+    off = at + bytes;
+    return at;
+  };
+  L.header = take(8 * sizeof(int32_t));
+  L.reqs = take(sizeof(kern::AttnReq) * (o.max_num_reqs + 1));
+  L.items = take(sizeof(kern::AttnItem) * c.cap_items);
+  L.tok_parts = take(sizeof(int2) * o.max_num_tokens);
+  L.part_list = take(sizeof(int32_t) * c.cap_parts);
+  L.block_table = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.max_blocks_per_req);
+  L.slot_mapping = take(sizeof(int64_t) * o.max_num_tokens);
+  // Arrival counters of self-merging decode tiles (one tile per request at
+  // most): zeroed at plan creation with the rest of the metadata and never
+  // uploaded.
+  L.merge_ctr = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.num_kv_heads);
+  L.unit_ctr = take(2 * sizeof(int32_t));  // zeroed, never uploaded, like merge_ctr
+  L.units = take(sizeof(int32_t) * static_cast<size_t>(c.cap_items) * o.num_kv_heads);
+  L.meta_end = align_up(off, 256);
+  const size_t ws = static_cast<size_t>(c.ws_rows) * o.num_kv_heads;
+  L.ws_lse = take(sizeof(float) * ws);
+  L.ws_o = take(sizeof(float) * ws * o.head_size);
+  L.total = align_up(off, 256);
+  return L;
+}
+
+vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, char *host,
+                             const Metadata &md, int64_t P, bool capture,
+                             CudaScheduleScratch *scratch, CudaSchedule *out) {
+  using Tile = CudaScheduleScratch::Tile;
+  using PartRef = CudaScheduleScratch::Part;
+  const auto &o = c.o;
+  const int G = c.group, tpt = c.tokens_per_tile;
+  const int64_t nreq = md.num_reqs;
+  const int64_t real = md.num_real_tokens();
+  const int64_t ntok_out = md.num_actual_tokens;
+  auto H = [host](size_t off) { return host + off; };
+
+  kern::AttnReq *reqs = reinterpret_cast<kern::AttnReq *>(H(L.reqs));
+  for (int64_t r = 0; r < nreq; ++r) {
+    kern::AttnReq &q = reqs[r];
+    q.q_start = md.query_start_loc[r];
+    q.q_len = md.query_len(r);
+    q.kv_len = md.seq_lens[r];
+    q.q_pos0 = q.kv_len - q.q_len;
+    q.bt_row = static_cast<int32_t>(r);
+    q.kv_start = md.query_start_loc[r];
+    q.causal = md.causal ? 1 : 0;
+    q.pad_ = 0;
+  }
+
+  // ---- tiles
+  std::vector<Tile> &tiles = scratch->tiles, &dtiles = scratch->dtiles;
+  tiles.clear();
+  dtiles.clear();
+  bool cascade = P > 0 && md.causal && real > 0;
+  if (cascade && 2 * real * G > c.ws_rows) cascade = false;  // fall back (see cuda_schedule.h)
+  const int64_t kv_floor = cascade ? P : 0;
+  const bool use_dec = c.decode && !cascade;
+  for (int64_t r = 0; r < nreq; ++r) {
+    const kern::AttnReq &q = reqs[r];
+    if (use_dec && q.q_len >= 1 && q.q_len * G <= c.dec_rows) {
+      int64_t hi = q.kv_len;
+      if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + q.q_len);
+      hi = std::max<int64_t>(hi, 0);
+      dtiles.push_back(Tile{static_cast<int32_t>(r), 0, q.q_len, 0, static_cast<int32_t>(hi), q.kv_len});
+      continue;
+    }
+    for (int32_t t0 = 0; t0 < q.q_len; t0 += tpt) {
+      const int32_t nt = std::min<int32_t>(tpt, q.q_len - t0);
+      int64_t hi = q.kv_len;
+      if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + t0 + nt);
+      int64_t lo = std::min<int64_t>(kv_floor, hi);
+      tiles.push_back(Tile{static_cast<int32_t>(r), t0, nt, static_cast<int32_t>(lo),
+                           static_cast<int32_t>(std::max(lo, hi)), q.kv_len});
+    }
+  }
+  if (cascade) {
+    kern::AttnReq &v = reqs[nreq];
+    v.q_start = 0;
+    v.q_len = static_cast<int32_t>(real);
+    v.q_pos0 = 0;
+    v.kv_len = static_cast<int32_t>(P);
+    v.bt_row = 0;
+    v.kv_start = 0;
+    v.causal = 0;
+    v.pad_ = 0;
+    for (int32_t t0 = 0; t0 < real; t0 += tpt) {
+      const int32_t nt = std::min<int32_t>(tpt, static_cast<int32_t>(real) - t0);
+      tiles.push_back(Tile{static_cast<int32_t>(nreq), t0, nt, 0, static_cast<int32_t>(P),
+                           static_cast<int32_t>(P)});
+    }
+  }
+
+  // Longest key ranges first: CTAs start in item order, so the causal
+  // tiles near the diagonal end of long prompts do not form a tail.
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile &a, const Tile &b) {
+    return a.kv_hi - a.kv_lo > b.kv_hi - b.kv_lo;
+  });
+
+  // ---- split-KV decision
+  const int64_t base = static_cast<int64_t>(tiles.size() + dtiles.size()) * o.num_kv_heads;
+  const int64_t target = 2LL * c.num_sms;
+  int want = 1;
+  if (!cascade && base > 0 && base < target)
+    want = static_cast<int>(std::min<int64_t>(c.max_splits, (target + base - 1) / base));
+
+  kern::AttnItem *items = reinterpret_cast<kern::AttnItem *>(H(L.items));
+  int64_t n_items = 0, ws_next = 0;
+  std::vector<PartRef> &parts = scratch->parts;
+  parts.clear();
+  std::vector<int64_t> &gen_keys = scratch->gen_keys;  // causal bound applied
+  gen_keys.clear();
+  for (const Tile &t : tiles) {
+    const int32_t rows = t.ntok * G;
+    const int64_t range = t.kv_hi - t.kv_lo;
+    int s = want;
+    if (s > 1) s = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / kMinKeysPerSplit)));
+    int64_t chunk = range;
+    if (s > 1) {
+      chunk = ((range + s - 1) / s + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+      s = static_cast<int>((range + chunk - 1) / chunk);
+    }
+    const bool ws = s > 1 || cascade;
+    if (ws && (ws_next + static_cast<int64_t>(s) * rows > c.ws_rows || n_items + s > c.cap_items)) {
+      if (cascade)  // cannot happen: checked above; keep the invariant loud
+        return fail(VATTN_ERR_INTERNAL, "cascade plan exceeds its workspace");
+      s = 1;
+      chunk = range;
+    }
+    if (n_items + s > c.cap_items)
+      return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c.cap_items);
+    const bool use_ws = s > 1 || cascade;
+    for (int i = 0; i < s; ++i) {
+      kern::AttnItem &it = items[n_items++];
+      it.req = t.req;
+      it.q_row0 = t.tok0 * G;
+      it.num_rows = rows;
+      it.kv_begin = static_cast<int32_t>(t.kv_lo + i * chunk);
+      // The last chunk runs to kv_len: a non-causal layer over causal
+      // metadata (cross / encoder) still sees every key; causal rows are
+      // clipped in the kernel.
+      it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
+      it.ws_base = use_ws ? static_cast<int32_t>(ws_next) : -1;
+      it.merge = it.merge_slot = 0;
+      gen_keys.push_back(std::max<int64_t>(0, std::min<int64_t>(it.kv_end, t.kv_hi) - it.kv_begin));
+      if (use_ws) {
+        const int32_t tok_first = reqs[t.req].q_start + t.tok0;
+        for (int32_t k = 0; k < t.ntok; ++k)
+          parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
+        ws_next += rows;
+      }
+    }
+  }
+  const int64_t n_gen = n_items;
+  // The Hopper kernel's claim order of the general items' units.
+  if (!unit_order(&items[0].req, sizeof(kern::AttnItem), gen_keys.data(), n_gen, o.num_kv_heads,
+                  reinterpret_cast<int32_t *>(H(L.units))))
+    return fail(VATTN_ERR_OUT_OF_MEMORY, "plan build: out of host memory");
+
+  // ---- decode items: pick one split count s for the batch (each tile uses
+  // min(s, range / min_keys) chunks) minimising the modelled time
+  // waves(s) * (longest chunk + CTA overhead) (+ the merge cost), within the
+  // plan's workspace and item capacity; ties go to fewer splits.
+  int best_s = 1;
+  if (!dtiles.empty()) {
+    // Parts shorter than kDecShortSplitKeys need CTAs that fit one per SM;
+    // when one part per tile is already more, they are out (and the search
+    // below stays as short as with kDecShortSplitKeys parts: host time).
+    const int64_t min_ctas = static_cast<int64_t>(dtiles.size()) * (o.num_kv_heads / c.dec_heads);
+    const int64_t min_keys = min_ctas <= c.num_sms ? kDecMinKeysPerSplit : kDecShortSplitKeys;
+    int64_t max_range = 0;
+    for (const Tile &t : dtiles) max_range = std::max<int64_t>(max_range, t.kv_hi - t.kv_lo);
+    const int s_cap = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>(c.dec_max_splits, max_range / min_keys)));
+    best_s = search_decode_splits(c, dtiles, min_keys, s_cap, c.cap_items - n_items, c.ws_rows - ws_next,
+                                  &scratch->dec_buckets);
+    if (n_items + static_cast<int64_t>(dtiles.size()) > c.cap_items)
+      return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c.cap_items);
+    int32_t merge_slot = 0;
+    for (const Tile &t : dtiles) {
+      int64_t chunk = 0;
+      const int s = decode_parts(t.kv_hi - t.kv_lo, best_s, min_keys, &chunk);
+      const int32_t rows = t.ntok * G;
+      // Split tiles merge themselves in the kernel (the last CTA to finish
+      // combines the partials): no merge pass for their tokens.
+      const bool self_merge = s > 1 && s <= kern::kMaxSelfMergeParts;
+      for (int i = 0; i < s; ++i) {
+        kern::AttnItem &it = items[n_items++];
+        it.req = t.req;
+        it.q_row0 = 0;
+        it.num_rows = rows;
+        it.kv_begin = static_cast<int32_t>(t.kv_lo + i * chunk);
+        it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
+        it.ws_base = s > 1 ? static_cast<int32_t>(ws_next) : -1;
+        it.merge = self_merge ? (s | (i << 16)) : 0;
+        it.merge_slot = self_merge ? merge_slot : 0;
+        if (self_merge) {
+          ws_next += rows;
+        } else if (s > 1) {
+          const int32_t tok_first = reqs[t.req].q_start;
+          for (int32_t k = 0; k < t.ntok; ++k)
+            parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
+          ws_next += rows;
+        }
+      }
+      if (self_merge) ++merge_slot;
+    }
+  }
+
+  if (static_cast<int64_t>(parts.size()) > c.cap_parts)
+    return fail(VATTN_ERR_INTERNAL, "plan part capacity exceeded");
+  // The merge pass runs when parts or padding rows exist, and always in a
+  // captured graph; without it its tables are never read (a prefill or
+  // decode batch without plan-level splits skips two passes over its tokens).
+  const bool merge_pass = capture || !parts.empty() || ntok_out > real;
+  if (merge_pass) {
+    // Counting sort of the parts by token: tok_parts[t] = {first, count},
+    // then cnt[t] is token t's fill cursor into part_list.
+    int2 *tok_parts = reinterpret_cast<int2 *>(H(L.tok_parts));
+    int32_t *part_list = reinterpret_cast<int32_t *>(H(L.part_list));
+    std::vector<int32_t> &cnt = scratch->cnt;
+    cnt.assign(static_cast<size_t>(std::max<int64_t>(ntok_out, real)), 0);
+    for (const PartRef &pr : parts) ++cnt[pr.tok];
+    int32_t at = 0;
+    for (size_t t = 0; t < cnt.size(); ++t) {
+      const int32_t n = cnt[t];
+      if (static_cast<int64_t>(t) < ntok_out)
+        tok_parts[t] = static_cast<int64_t>(t) < real ? int2{at, n} : int2{0, -1};
+      cnt[t] = at;
+      at += n;
+    }
+    for (const PartRef &pr : parts) part_list[cnt[pr.tok]++] = pr.p;
+  }
+
+  int32_t *hdr = reinterpret_cast<int32_t *>(H(L.header));
+  hdr[0] = static_cast<int32_t>(n_items);
+  hdr[1] = static_cast<int32_t>(ntok_out);
+  hdr[2] = static_cast<int32_t>(md.slot_mapping.size());
+  hdr[3] = static_cast<int32_t>(n_gen);
+  for (int i = 4; i < 8; ++i) hdr[i] = 0;
+
+  // Block table: the blocks each request reads, ceil(seq_len / block_size)
+  // (kernels never use an entry past them; the cascade pass reads row 0's
+  // first P keys), not whole rows: a serving engine's table is as wide as
+  // its longest possible request.  `width` is the widest such prefix.
+  int32_t *bt = reinterpret_cast<int32_t *>(H(L.block_table));
+  const int64_t cols = std::min<int64_t>(md.block_table_cols, o.max_blocks_per_req);
+  int64_t width = 0;
+  const uint32_t bs = static_cast<uint32_t>(o.block_size);
+  for (int64_t r = 0; r < nreq; ++r) {
+    const uint32_t need = (static_cast<uint32_t>(md.seq_lens[r]) + bs - 1) / bs;  // 32-bit: see decode_parts
+    const int64_t used = std::min<int64_t>(cols, static_cast<int64_t>(need));
+    std::memcpy(bt + r * o.max_blocks_per_req, md.block_row(r), sizeof(int32_t) * used);
+    width = std::max(width, used);
+  }
+  if (!md.slot_mapping.empty())
+    std::memcpy(H(L.slot_mapping), md.slot_mapping.data(), sizeof(int64_t) * md.slot_mapping.size());
+
+  out->n_items = n_items;
+  out->n_gen = n_gen;
+  out->n_parts = static_cast<int64_t>(parts.size());
+  out->n_reqs = nreq + (cascade ? 1 : 0);
+  out->ntok_out = ntok_out;
+  out->bt_width = width;
+  out->cascade = cascade;
+  out->merge_pass = merge_pass;
+  out->dec_splits = best_s;
+  return VATTN_OK;
+}
+
+}  // namespace vattn

@@ -1,0 +1,358 @@
+// test_cuda_schedule.cpp -- the CUDA builder's host schedule
+// (src/backends/cuda/cuda_schedule.h) on random batches, without a GPU:
+// every token's keys are covered once by its items, split parts have
+// disjoint workspace rows and reach the merge tables, the unit order is a
+// permutation, the staged block table and slot mapping are the caller's,
+// and the decode split count is the one a plain search of the cost model
+// (restated here) picks.  Built only with the CUDA backend.
+#include <gtest/gtest.h>
+
+#ifdef VATTN_WITH_CUDA
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/cuda_schedule.h"
+#include "metadata/metadata.h"
+
+namespace {
+
+using vattn::CudaBuilderCfg;
+namespace kern = vattn::kern;
+
+struct Batch {
+  std::vector<int32_t> qsl{0}, seq_lens, table;
+  std::vector<int64_t> slots;
+  int64_t cols = 0, ntok_out = 0;
+  bool causal = true;
+};
+
+// The cost model of cuda_schedule.cpp, restated: one split count s for all
+// decode tiles, parts of >= min_keys keys (64 only while one part per tile
+// fits one CTA per SM), chunks aligned to 16 keys, parts under 256 keys
+// only while the CTAs fit one per SM, cost waves * (longest + CTA keys) +
+// a merge round past 16 parts; the smallest cost wins, ties to fewer
+// splits; stop at the first s past the item / workspace capacity.
+int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
+                        const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before) {
+  const int64_t heads = c.o.num_kv_heads / c.dec_heads;
+  const int64_t min_keys = static_cast<int64_t>(ranges.size()) * heads <= c.num_sms ? 64 : 256;
+  auto split = [&](int64_t range, int64_t s, int64_t *chunk) {
+    int64_t st = std::min(s, std::max<int64_t>(1, range / min_keys));
+    *chunk = range;
+    if (st > 1) {
+      *chunk = (range + st - 1) / st;
+      *chunk = (*chunk + 15) / 16 * 16;
+      st = (range + *chunk - 1) / *chunk;
+    }
+    return st;
+  };
+  int64_t max_range = 0;
+  for (int64_t r : ranges) max_range = std::max(max_range, r);
+  const int64_t s_cap = std::max<int64_t>(1, std::min<int64_t>(c.dec_max_splits, max_range / min_keys));
+  int best = 1;
+  int64_t best_cost = -1;
+  for (int64_t s = 1; s <= s_cap; ++s) {
+    int64_t items = 0, ws = 0, longest = 0, parts = 1;
+    bool short_parts = false;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      int64_t chunk;
+      const int64_t st = split(ranges[i], s, &chunk);
+      items += st;
+      if (st > 1) ws += st * rows[i];
+      longest = std::max(longest, chunk);
+      parts = std::max(parts, st);
+      if (st > 1 && chunk < 256) short_parts = true;
+    }
+    if (s > 1 && (items_before + items > c.cap_items || ws_before + ws > c.ws_rows)) break;
+    const int64_t ctas = items * heads;
+    if (short_parts && ctas > c.num_sms) continue;
+    const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
+    const int64_t cost = waves * (longest + c.dec_cta_keys) + (parts > 16 ? c.dec_merge_keys : 0);
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+CudaBuilderCfg make_cfg(std::mt19937 &g) {
+  CudaBuilderCfg c;
+  vattn_builder_options_init(&c.o);
+  const int kvh = std::uniform_int_distribution<int>(1, 8)(g);
+  const int grp[] = {1, 2, 4, 8};
+  const int G = grp[g() % 4];
+  c.o.num_kv_heads = kvh;
+  c.o.num_heads = kvh * G;
+  c.o.head_size = 128;
+  c.o.block_size = 16;
+  c.o.max_num_reqs = 48;
+  c.o.max_num_tokens = 2048;
+  c.o.max_blocks_per_req = 400;
+  const int sms[] = {4, 16, 132};
+  c.num_sms = sms[g() % 3];
+  c.max_splits = 16;
+  c.decode = g() % 8 != 0;
+  c.dec_heads = (kvh % 2 == 0 && G <= 8 && g() % 3 == 0) ? 2 : 1;
+  c.dec_rows = 16 / c.dec_heads;
+  c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 3));
+  c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
+  c.group = G;
+  c.tokens_per_tile = 128 / G;
+  vattn::cuda_size_plan(&c);
+  return c;
+}
+
+Batch make_batch(std::mt19937 &g, const CudaBuilderCfg &c, int64_t num_blocks) {
+  Batch b;
+  const int G = c.group;
+  const int nreq = std::uniform_int_distribution<int>(1, 40)(g);
+  const bool long_ctx = g() % 2 == 0;
+  int64_t tokens = 0;
+  for (int r = 0; r < nreq; ++r) {
+    int32_t q;
+    if (g() % 5 < 3) {
+      q = std::uniform_int_distribution<int32_t>(1, std::max(1, 16 / G))(g);
+    } else {
+      q = std::uniform_int_distribution<int32_t>(1, 200)(g);
+    }
+    if (tokens + q > 1500) q = 1;
+    tokens += q;
+    const int32_t ctx = std::uniform_int_distribution<int32_t>(0, long_ctx ? 6000 : 700)(g);
+    b.seq_lens.push_back(ctx + q);
+    b.qsl.push_back(b.qsl.back() + q);
+  }
+  int64_t need = 1;
+  for (int32_t s : b.seq_lens) need = std::max<int64_t>(need, (s + 15) / 16);
+  b.cols = need + static_cast<int64_t>(g() % 5);
+  b.table.resize(static_cast<size_t>(nreq * b.cols));
+  for (auto &e : b.table) e = static_cast<int32_t>(g() % num_blocks);
+  for (int r = 0; r < nreq; ++r)
+    for (int32_t t = b.qsl[r]; t < b.qsl[r + 1]; ++t) {
+      const int32_t pos = b.seq_lens[r] - (b.qsl[r + 1] - t);
+      b.slots.push_back(int64_t(b.table[r * b.cols + pos / 16]) * 16 + pos % 16);
+    }
+  b.ntok_out = b.qsl.back() + (g() % 3 == 0 ? static_cast<int64_t>(g() % 9) : 0);
+  b.causal = g() % 6 != 0;
+  return b;
+}
+
+TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
+  std::mt19937 g(20261123);
+  const int64_t num_blocks = 100000;
+  int cascades = 0, splits = 0, self_merges = 0, merge_parts = 0;
+  for (int trial = 0; trial < 800; ++trial) {
+    SCOPED_TRACE(trial);
+    const CudaBuilderCfg c = make_cfg(g);
+    const Batch b = make_batch(g, c, num_blocks);
+    const int G = c.group, KVH = c.o.num_kv_heads;
+    const int64_t nreq = static_cast<int64_t>(b.seq_lens.size());
+    vattn_metadata_desc_t d;
+    vattn_metadata_desc_init(&d);
+    d.num_reqs = nreq;
+    d.num_actual_tokens = b.ntok_out;
+    d.query_start_loc = b.qsl.data();
+    d.seq_lens = b.seq_lens.data();
+    d.block_table = b.table.data();
+    d.block_table_rows = nreq;
+    d.block_table_cols = b.cols;
+    d.slot_mapping = b.slots.data();
+    d.slot_mapping_len = static_cast<int64_t>(b.slots.size());
+    d.block_size = 16;
+    d.num_cache_blocks = num_blocks;
+    d.causal = b.causal ? 1 : 0;
+    vattn::Metadata md;
+    ASSERT_EQ(vattn::metadata_from_desc(d, "desc", &md), VATTN_OK) << vattn_last_error_message();
+    // A common prefix (cascade) on a third of the causal batches: a multiple
+    // of the block size no longer than any request's context.
+    int64_t P = 0;
+    if (b.causal && trial % 3 == 0) {
+      int64_t min_ctx = INT32_MAX;
+      for (int64_t r = 0; r < nreq; ++r) min_ctx = std::min<int64_t>(min_ctx, b.seq_lens[r] - (b.qsl[r + 1] - b.qsl[r]));
+      P = min_ctx / 16 * 16;
+    }
+    const bool capture = trial % 7 == 0;
+
+    const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
+    std::vector<char> host(L.meta_end);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<char>(0xA5);  // poison
+    vattn::CudaScheduleScratch scratch;
+    vattn::CudaSchedule sc;
+    ASSERT_EQ(vattn::cuda_schedule(c, L, host.data(), md, P, capture, &scratch, &sc), VATTN_OK)
+        << vattn_last_error_message();
+    // A second schedule with the warm scratch writes the same tables.
+    std::vector<char> again(L.meta_end, static_cast<char>(0x5A));
+    vattn::CudaSchedule sc2;
+    ASSERT_EQ(vattn::cuda_schedule(c, L, again.data(), md, P, capture, &scratch, &sc2), VATTN_OK);
+    EXPECT_EQ(sc2.n_items, sc.n_items);
+
+    auto at = [&](size_t off) { return host.data() + off; };
+    const int32_t *hdr = reinterpret_cast<const int32_t *>(at(L.header));
+    const auto *reqs = reinterpret_cast<const kern::AttnReq *>(at(L.reqs));
+    const auto *items = reinterpret_cast<const kern::AttnItem *>(at(L.items));
+    ASSERT_EQ(hdr[0], sc.n_items);
+    ASSERT_EQ(hdr[3], sc.n_gen);
+    ASSERT_EQ(hdr[1], b.ntok_out);
+    ASSERT_EQ(hdr[2], static_cast<int32_t>(b.slots.size()));
+    ASSERT_LE(sc.n_items, c.cap_items);
+    EXPECT_EQ(std::memcmp(again.data() + L.items, host.data() + L.items,
+                          sizeof(kern::AttnItem) * static_cast<size_t>(sc.n_items)), 0);
+    const bool cascade = sc.cascade;
+    EXPECT_EQ(cascade, P > 0);  // the workspace holds both passes at these sizes
+    cascades += cascade;
+    ASSERT_EQ(sc.n_reqs, nreq + (cascade ? 1 : 0));
+    for (int64_t r = 0; r < nreq; ++r) {
+      const int32_t q = b.qsl[r + 1] - b.qsl[r];
+      EXPECT_EQ(reqs[r].q_start, b.qsl[r]);
+      EXPECT_EQ(reqs[r].q_len, q);
+      EXPECT_EQ(reqs[r].kv_len, b.seq_lens[r]);
+      EXPECT_EQ(reqs[r].q_pos0, b.seq_lens[r] - q);
+      EXPECT_EQ(reqs[r].bt_row, r);
+      EXPECT_EQ(reqs[r].causal, b.causal ? 1 : 0);
+    }
+    if (cascade) {
+      EXPECT_EQ(reqs[nreq].q_len, b.qsl.back());
+      EXPECT_EQ(reqs[nreq].kv_len, P);
+      EXPECT_EQ(reqs[nreq].bt_row, 0);
+      EXPECT_EQ(reqs[nreq].causal, 0);
+    }
+
+    // Coverage: per (request, first row), the items' key ranges tile
+    // [lo, kv_len) in order; every token of every request has one such tile
+    // (two with cascade: the prefix pass and its own).
+    std::map<std::pair<int32_t, int32_t>, std::vector<const kern::AttnItem *>> tiles;
+    std::vector<int32_t> ws_owner(static_cast<size_t>(c.ws_rows), -1);
+    for (int64_t i = 0; i < sc.n_items; ++i) {
+      const kern::AttnItem &it = items[i];
+      ASSERT_GE(it.req, 0);
+      ASSERT_LT(it.req, sc.n_reqs);
+      ASSERT_GT(it.num_rows, 0);
+      ASSERT_EQ(it.num_rows % G, 0);
+      ASSERT_EQ(it.q_row0 % G, 0);
+      ASSERT_LE(it.q_row0 + it.num_rows, reqs[it.req].q_len * G);
+      ASSERT_LE(it.kv_begin, it.kv_end);
+      if (i >= sc.n_gen) {
+        ASSERT_EQ(it.q_row0, 0);
+        ASSERT_EQ(it.num_rows, reqs[it.req].q_len * G);
+        ASSERT_LE(it.num_rows, c.dec_rows);
+        ASSERT_EQ(it.kv_begin % 16, 0);
+      } else {
+        ASSERT_LE(it.num_rows, c.tokens_per_tile * G);
+        ASSERT_EQ((it.kv_begin - (it.req < nreq && cascade ? P : 0)) % 64, 0);
+      }
+      if (it.ws_base >= 0)  // workspace rows of distinct items never overlap
+        for (int32_t k = 0; k < it.num_rows; ++k) {
+          ASSERT_LT(it.ws_base + k, c.ws_rows);
+          ASSERT_EQ(ws_owner[it.ws_base + k], -1) << "item " << i;
+          ws_owner[it.ws_base + k] = static_cast<int32_t>(i);
+        }
+      tiles[{it.req, it.q_row0}].push_back(&it);
+    }
+    std::vector<int> tok_tiles(static_cast<size_t>(b.qsl.back()), 0);
+    for (auto &kv : tiles) {
+      auto &v = kv.second;
+      std::sort(v.begin(), v.end(), [](auto *x, auto *y) { return x->kv_begin < y->kv_begin; });
+      const int32_t r = kv.first.first;
+      const bool prefix_pass = r == nreq;
+      const int32_t lo = prefix_pass ? 0 : static_cast<int32_t>(cascade ? P : 0);
+      const int32_t hi = prefix_pass ? static_cast<int32_t>(P) : b.seq_lens[r];
+      EXPECT_EQ(v.front()->kv_begin, std::min(lo, hi));
+      EXPECT_EQ(v.back()->kv_end, hi);
+      const int s = static_cast<int>(v.size());
+      for (int i = 0; i < s; ++i) {
+        EXPECT_EQ(v[i]->num_rows, v[0]->num_rows);
+        if (i > 0) {
+          EXPECT_EQ(v[i]->kv_begin, v[i - 1]->kv_end);
+        }
+        // One part writes the output; split (or cascade) parts write partials.
+        EXPECT_EQ(v[i]->ws_base >= 0, s > 1 || cascade);
+        if (v[i]->merge) {
+          EXPECT_EQ(v[i]->merge & 0xffff, s);
+          EXPECT_EQ(v[i]->merge_slot, v[0]->merge_slot);
+        }
+      }
+      splits += s > 1;
+      self_merges += v[0]->merge != 0;
+      if (!prefix_pass) {
+        const int32_t t0 = reqs[r].q_start + v[0]->q_row0 / G;
+        for (int32_t k = 0; k < v[0]->num_rows / G; ++k) ++tok_tiles[t0 + k];
+      }
+    }
+    for (size_t t = 0; t < tok_tiles.size(); ++t) ASSERT_EQ(tok_tiles[t], 1) << "token " << t;
+
+    // Merge tables: a token's parts are the workspace rows of its split,
+    // not self-merging items (+ its row offset in the item).
+    EXPECT_EQ(sc.merge_pass, capture || sc.n_parts > 0 || b.ntok_out > b.qsl.back());
+    std::vector<std::vector<int32_t>> want(static_cast<size_t>(b.qsl.back()));
+    for (int64_t i = 0; i < sc.n_items; ++i) {
+      const kern::AttnItem &it = items[i];
+      if (it.ws_base < 0 || it.merge) continue;
+      const int32_t t0 = (it.req == nreq ? 0 : reqs[it.req].q_start) + it.q_row0 / G;
+      for (int32_t k = 0; k < it.num_rows / G; ++k) want[t0 + k].push_back(it.ws_base + k * G);
+    }
+    if (sc.merge_pass) {
+      const int2 *tp = reinterpret_cast<const int2 *>(at(L.tok_parts));
+      const int32_t *pl = reinterpret_cast<const int32_t *>(at(L.part_list));
+      for (int64_t t = 0; t < b.ntok_out; ++t) {
+        if (t >= b.qsl.back()) {
+          EXPECT_EQ(tp[t].y, -1);
+          continue;
+        }
+        std::vector<int32_t> got(pl + tp[t].x, pl + tp[t].x + tp[t].y);
+        std::sort(got.begin(), got.end());
+        std::sort(want[t].begin(), want[t].end());
+        ASSERT_EQ(got, want[t]) << "token " << t;
+        merge_parts += tp[t].y;
+      }
+    } else {
+      for (auto &w : want) ASSERT_TRUE(w.empty());
+    }
+
+    // Unit order: a permutation of the general items' units.
+    const int32_t *units = reinterpret_cast<const int32_t *>(at(L.units));
+    std::vector<int32_t> u(units, units + sc.n_gen * KVH);
+    std::sort(u.begin(), u.end());
+    for (size_t i = 0; i < u.size(); ++i) ASSERT_EQ(u[i], static_cast<int32_t>(i));
+
+    // Block-table prefixes and the slot mapping.
+    const int32_t *bt = reinterpret_cast<const int32_t *>(at(L.block_table));
+    int64_t width = 0;
+    for (int64_t r = 0; r < nreq; ++r) {
+      const int64_t n = (b.seq_lens[r] + 15) / 16;
+      width = std::max(width, n);
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(bt[r * c.o.max_blocks_per_req + j], b.table[r * b.cols + j]);
+    }
+    EXPECT_EQ(sc.bt_width, width);
+    EXPECT_EQ(std::memcmp(at(L.slot_mapping), b.slots.data(), sizeof(int64_t) * b.slots.size()), 0);
+
+    // The decode split count against the plain search.
+    if (sc.n_items > sc.n_gen) {
+      std::vector<int64_t> ranges, rows;
+      int64_t ws_gen = 0;
+      for (int64_t i = 0; i < sc.n_gen; ++i)
+        if (items[i].ws_base >= 0) ws_gen += items[i].num_rows;
+      for (int64_t r = 0; r < nreq; ++r) {
+        const int32_t q = b.qsl[r + 1] - b.qsl[r];
+        if (c.decode && !cascade && q * G <= c.dec_rows) {
+          ranges.push_back(b.seq_lens[r]);  // a decode tile reads every key
+          rows.push_back(q * G);
+        }
+      }
+      EXPECT_EQ(sc.dec_splits, plain_decode_splits(c, ranges, rows, sc.n_gen, ws_gen));
+    }
+  }
+  // The batches reached every path.
+  EXPECT_GT(cascades, 20);
+  EXPECT_GT(splits, 50);
+  EXPECT_GT(self_merges, 20);
+  EXPECT_GT(merge_parts, 100);
+}
+
+}  // namespace
+
+#endif  // VATTN_WITH_CUDA
