@@ -111,6 +111,7 @@ struct Options {
   std::string device;  // "" = cuda when a GPU is usable, else cpu
   std::string workload = "decode";
   int64_t batch = 8, len = 1024;
+  int64_t len_min = 0;  // decode: contexts drawn from [len_min, len] (0 = all len)
   int heads = 32, kv_heads = 8, head_size = 128, block_size = 16;
   std::string dtype = "bf16", kv_dtype = "auto", layout = "nhd";
   std::string block_order = "shuffled";  // or "sequential": each copy's blocks in request order
@@ -137,6 +138,8 @@ void usage(int rc) {
       "  --workload decode|prefill|mixed|cache-write   (default decode)\n"
       "  --batch B --len L            requests and their length: decode context / prefill\n"
       "                               length / cache-write tokens per request (default 8, 1024)\n"
+      "  --len-min M                  decode only: each request's context drawn uniformly from\n"
+      "                               [M, L] (--seed; serving batches mix lengths); default all L\n"
       "  --heads H --kv-heads K --head-size D --block-size S   (default 32 8 128 16)\n"
       "  --dtype bf16|fp16|fp32       q/k/v/output dtype (default bf16)\n"
       "  --kv-dtype auto|fp8|fp8_e5m2 KV cache dtype (default auto; fp8 = e4m3)\n"
@@ -190,6 +193,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--workload") o.workload = val();
     else if (a == "--batch") o.batch = ival();
     else if (a == "--len") o.len = ival();
+    else if (a == "--len-min") o.len_min = ival();
     else if (a == "--heads") o.heads = static_cast<int>(ival());
     else if (a == "--kv-heads") o.kv_heads = static_cast<int>(ival());
     else if (a == "--head-size") o.head_size = static_cast<int>(ival());
@@ -229,6 +233,8 @@ Options parse(int argc, char **argv) {
   if (w != "decode" && w != "prefill" && w != "mixed" && w != "cache-write")
     die("--workload '%s': expected decode, prefill, mixed or cache-write", w.c_str());
   if (o.batch < 1 || o.len < 1) die("--batch and --len must be >= 1");
+  if (o.len_min < 0 || o.len_min > o.len) die("--len-min must be in [0, --len]");
+  if (o.len_min > 0 && o.workload != "decode") die("--len-min applies to --workload decode only");
   if (o.heads < 1 || o.kv_heads < 1 || o.heads % o.kv_heads) die("--heads must be a multiple of --kv-heads");
   if (o.head_size < 1 || o.block_size < 1) die("--head-size and --block-size must be >= 1");
   if (o.iters < 1 || o.warmup < 0) die("--iters must be >= 1 and --warmup >= 0");
@@ -288,6 +294,10 @@ std::vector<Req> requests_of(const Options &o) {
   const int32_t L = static_cast<int32_t>(o.len);
   if (o.workload == "decode") {
     r.assign(o.batch, Req{1, L});
+    if (o.len_min > 0) {  // mixed contexts, fixed by --seed
+      std::mt19937_64 g(o.seed * 7 + 11);
+      for (Req &q : r) q.seq = static_cast<int32_t>(o.len_min + static_cast<int64_t>(g() % (o.len - o.len_min + 1)));
+    }
   } else if (o.workload == "prefill" || o.workload == "cache-write") {
     r.assign(o.batch, Req{L, L});
   } else {  // mixed: decodes first
@@ -1197,6 +1207,7 @@ int main(int argc, char **argv) {
                   o.chunk, o.prefill_ctx);
     else
       std::printf("B=%lld L=%lld", (long long)o.batch, (long long)o.len);
+    if (o.len_min > 0) std::printf(" (contexts %lld-%lld)", (long long)o.len_min, (long long)o.len);
     std::printf(" | %d q heads / %d kv heads, head %d, block %d, %s, kv %s, %s%s%s%s\n", o.heads, o.kv_heads,
                 o.head_size, o.block_size, o.dtype.c_str(), o.kv_dtype.c_str(), o.layout.c_str(),
                 o.block_order == "sequential" ? ", blocks in order" : "",
@@ -1228,6 +1239,7 @@ int main(int argc, char **argv) {
         .str("workload", o.workload)
         .num("batch", static_cast<double>(o.batch))
         .num("len", static_cast<double>(o.len))
+        .num("len_min", static_cast<double>(o.len_min))
         .num("num_heads", o.heads)
         .num("num_kv_heads", o.kv_heads)
         .num("head_size", o.head_size)

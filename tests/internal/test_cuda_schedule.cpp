@@ -33,8 +33,9 @@ struct Batch {
 // The cost model of cuda_schedule.cpp, restated: one split count s for all
 // decode tiles, parts of >= min_keys keys (64 only while one part per tile
 // fits one CTA per SM), chunks aligned to 16 keys, parts under 256 keys
-// only while the CTAs fit one per SM, cost waves * (longest + CTA keys) +
-// a merge round past 16 parts; the smallest cost wins, ties to fewer
+// only while the CTAs fit one per SM, cost min(waves * (longest + CTA
+// keys), work per slot + longest + CTA keys) + a merge round past 16
+// parts; the smallest cost wins, ties to fewer
 // splits; stop at the first s past the item / workspace capacity.
 int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
                         const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before) {
@@ -70,8 +71,14 @@ int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     if (s > 1 && (items_before + items > c.cap_items || ws_before + ws > c.ws_rows)) break;
     const int64_t ctas = items * heads;
     if (short_parts && ctas > c.num_sms) continue;
+    // Waves of equal parts, or every slot busy until the work runs out and
+    // then one more part.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
-    const int64_t cost = waves * (longest + c.dec_cta_keys) + (parts > 16 ? c.dec_merge_keys : 0);
+    int64_t keys = 0;
+    for (int64_t r : ranges) keys += r;
+    const int64_t per_slot = (heads * (keys + items * c.dec_cta_keys) + c.dec_slots - 1) / c.dec_slots;
+    const int64_t cost = std::min(waves * (longest + c.dec_cta_keys), per_slot + longest + c.dec_cta_keys) +
+                         (parts > 16 ? c.dec_merge_keys : 0);
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
       best = static_cast<int>(s);

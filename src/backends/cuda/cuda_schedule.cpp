@@ -59,11 +59,22 @@ int decode_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
 }
 
 // The decode split count s in [1, s_cap] minimising the modelled time
-//   waves(s) * (longest chunk + CTA keys) (+ dec_merge_keys when a tile has
-//   more than kDecMergeRoundParts parts),
-// waves(s) = ceil(CTAs / resident slots); parts under kDecShortSplitKeys
-// only while the CTAs fit one per SM; the search stops at the first s past
-// the remaining item or workspace room; ties go to fewer splits.
+//   min(waves(s) * (longest + C), ceil(work(s) / slots) + longest + C)
+//   (+ dec_merge_keys when a tile has more than kDecMergeRoundParts parts),
+// in keys, C = dec_cta_keys (a CTA's fixed cost), waves(s) = ceil(CTAs /
+// resident slots), work(s) = the CTAs' keys + C each; parts under
+// kDecShortSplitKeys only while the CTAs fit one per SM; the search stops
+// at the first s past the remaining item or workspace room; ties go to
+// fewer splits.
+// The second bound is for batches of mixed contexts, where whole waves of
+// the longest part overstate the time.  H100, bf16 D128 unless noted, eager
+// us, waves bound alone -> both (vattn-bench --len-min, 3 rounds): 64 x
+// 512-8k 444.7-445.3 -> 426.0-426.2; 16 x 1k-16k 217.4-217.9 -> 188.2-188.8;
+// 256 x 64-1k 208.1-208.6 -> 203.7-203.9; 48 x 4k-12k 560.1-560.6 ->
+// 551.7-552.0; D64 64 x 512-8k 233.8-233.9 -> 229.2-229.6; 240 x 1k-4k
+// unchanged (855.4-856.0; one part each would take 840).  20 equal-
+// context shapes, the benchmark table's among them, keep their split count
+// (computed on the host for 132 SMs x 2 slots).
 //
 // Host time: O(tiles + s_cap), not O(tiles * s_cap) (the plain search took
 // 27 us for 240 decodes at up to 4k keys on the GPU machine's CPU).  A tile whose part cap
@@ -83,8 +94,10 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
   const int nb = s_cap + 2;  // buckets 1 .. s_cap, and s_cap + 1: never saturated
   std::vector<Bucket> &B = *buckets;
   B.assign(static_cast<size_t>(nb), Bucket{});
+  int64_t sum_range = 0;  // keys of all decode tiles (however they are split)
   for (const auto &t : dtiles) {
     const int64_t range = t.kv_hi - t.kv_lo;
+    sum_range += range;
     const int64_t rows = static_cast<int64_t>(t.ntok) * G;
     const int k = static_cast<int>(std::min<int64_t>(s_cap + 1, std::max<int64_t>(1, range / min_keys)));
     Bucket &b = B[k];
@@ -163,7 +176,14 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     if (short_parts && ctas > c.num_sms) continue;
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
     const int64_t merge = max_parts > kDecMergeRoundParts ? c.dec_merge_keys : 0;
-    const int64_t cost = waves * (longest + c.dec_cta_keys) + merge;
+    // Two bounds on the kernel's time; the smaller is the estimate.  Equal
+    // parts run in waves; parts of unequal length (a batch of mixed
+    // contexts) keep every slot busy until the work runs out, then at most
+    // one more part: work / slots + longest.
+    const int64_t work = heads * (sum_range + items_s * c.dec_cta_keys);
+    const int64_t cost = std::min(waves * (longest + c.dec_cta_keys),
+                                  (work + c.dec_slots - 1) / c.dec_slots + longest + c.dec_cta_keys) +
+                         merge;
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
       best_s = s;
