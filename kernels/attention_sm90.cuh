@@ -198,9 +198,10 @@ __global__ void __launch_bounds__(384, 1)
   // one unit ahead).  The consumers read unit u's slot once qfull of unit u
   // completes, last when unit u starts.  The slots written at the
   // producer's unit u start (u + 3 .. u + 5, i.e. u - 13 .. u - 11 mod 16)
-  // are past the consumers: the producer passed qempty of unit u - 1, so
-  // both consumer warpgroups have loaded unit u - 3's Q, at the end of unit
-  // u - 4's key loop, and read nothing before unit u - 3's slot.
+  // are past the consumers: the producer passed qempty of unit u (issuing
+  // unit u's Q in unit u - 1), so both consumer warpgroups have loaded unit
+  // u - 2's Q, at the end of unit u - 3's key loop, and read nothing before
+  // unit u - 2's slot.
   const int C = gridDim.x, cta = blockIdx.x;
   auto static_pos = [&](int k) { return k * C + ((k & 1) ? C - 1 - cta : cta); };
   auto unit_at = [&](int pos) {  // -1: past the list
@@ -412,10 +413,22 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
+    // Q of unit u into buffer u & 1 (last used by unit u - 2), and slot u of
+    // the ring published with it.  Unit u + 1's Q goes out after unit u's
+    // first tile, a unit ahead of its use: the consumers load it at the end
+    // of unit u's key loop, and with it issued after unit u's last tile (a
+    // few tiles before that on short units) they waited for it.
+    auto issue_q = [&](int u) {
+      mbar_wait(bar_qempty(u & 1), ((u >> 1) & 1) ^ 1);
+      if (ring[u % kUnitRing].ntiles > 0) load_q(u);
+      mbar_arrive_cp_async(bar_qfull(u & 1));
+      if (tid == S::kConsumers) mbar_arrive(bar_qfull(u & 1));  // publishes the ring (ring warp, lane 0)
+    };
     TileKey tk;
     tile_offsets(tk);
     int st = 0;
     uint32_t ph = 0;  // parity of the stage's current fill
+    issue_q(0);
 #pragma unroll 1
     for (int u = 0;; ++u) {
       if (u > 0) {
@@ -423,12 +436,7 @@ __global__ void __launch_bounds__(384, 1)
         named_barrier_sync(1, S::kProducers);  // the ring's new slots
       }
       const int nt = ring[u % kUnitRing].ntiles;
-      // Q buffer u & 1 was last used by unit u - 2.
-      mbar_wait(bar_qempty(u & 1), ((u >> 1) & 1) ^ 1);
-      if (nt > 0) load_q(u);
-      mbar_arrive_cp_async(bar_qfull(u & 1));
-      if (tid == S::kConsumers) mbar_arrive(bar_qfull(u & 1));  // publishes the ring (ring warp, lane 0)
-      if (nt == 0) break;
+      if (nt == 0) break;  // its slot went out with unit u - 1's Q
 #pragma unroll 1
       for (int t = 0; t < nt; ++t) {
         mbar_wait(bar_empty(st), ph ^ 1);
@@ -439,6 +447,7 @@ __global__ void __launch_bounds__(384, 1)
           st = 0;
           ph ^= 1;
         }
+        if (t == 0) issue_q(u + 1);  // slot u + 1 is complete (units u .. u + 3 are)
       }
     }
     cp_async_wait_all();
