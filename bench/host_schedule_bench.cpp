@@ -36,6 +36,7 @@ vattn::CudaBuilderCfg h100_cfg() {
   c.decode = true;
   c.dec_slots = 264;
   c.dec_max_splits = 64;
+  c.dec_longest_first = true;  // a 16-bit cache
   c.group = 4;
   c.tokens_per_tile = 32;
   vattn::cuda_size_plan(&c);

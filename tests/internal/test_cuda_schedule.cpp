@@ -3,8 +3,9 @@
 // every token's keys are covered once by its items, split parts have
 // disjoint workspace rows and reach the merge tables, the unit order is a
 // permutation, the staged block table and slot mapping are the caller's,
-// and the decode split count is the one a plain search of the cost model
-// (restated here) picks.  Built only with the CUDA backend.
+// the decode tiles come in the order asked for, and the decode split count
+// is the one a plain search of the cost model (restated here) picks.  Built
+// only with the CUDA backend.
 #include <gtest/gtest.h>
 
 #ifdef VATTN_WITH_CUDA
@@ -108,6 +109,7 @@ CudaBuilderCfg make_cfg(std::mt19937 &g) {
   c.dec_rows = 16 / c.dec_heads;
   c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 3));
   c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
+  c.dec_longest_first = g() % 2 != 0;
   c.group = G;
   c.tokens_per_tile = 128 / G;
   vattn::cuda_size_plan(&c);
@@ -336,6 +338,25 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
     }
     EXPECT_EQ(sc.bt_width, width);
     EXPECT_EQ(std::memcmp(at(L.slot_mapping), b.slots.data(), sizeof(int64_t) * b.slots.size()), 0);
+
+    // Decode tiles (runs of items of one request): longest key range first
+    // with ties in request order when the builder asks for it, else in
+    // request order.
+    {
+      std::vector<std::pair<int32_t, int32_t>> dt;  // (range, request) per tile, in item order
+      for (int64_t i = sc.n_gen; i < sc.n_items; ++i)
+        if (dt.empty() || dt.back().second != items[i].req)
+          dt.emplace_back(reqs[items[i].req].kv_len, items[i].req);
+      for (size_t i = 1; i < dt.size(); ++i) {
+        if (c.dec_longest_first) {
+          ASSERT_TRUE(dt[i].first < dt[i - 1].first ||
+                      (dt[i].first == dt[i - 1].first && dt[i].second > dt[i - 1].second))
+              << "decode tile " << i;
+        } else {
+          ASSERT_GT(dt[i].second, dt[i - 1].second) << "decode tile " << i;
+        }
+      }
+    }
 
     // The decode split count against the plain search.
     if (sc.n_items > sc.n_gen) {

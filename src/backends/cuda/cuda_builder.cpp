@@ -205,6 +205,7 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   // The decode CTA shape for the cache kind the caller named.
   c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache_kind_of(o.kv_cache_dtype), o.num_kv_heads, G);
   c.dec_rows = kern::kDecodeRows / c.dec_heads;
+  c.dec_longest_first = cache_kind_of(o.kv_cache_dtype) == kern::kCacheAuto;
   // Resident decode CTAs (the cost model's wave size): from the occupancy
   // API when the decode kernel serves this head size.
   int32_t per_sm = o.head_size >= 256 ? 1 : 2;

@@ -58,6 +58,34 @@ int decode_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
   return static_cast<int>(st);
 }
 
+// Decode tiles longest key range first, ties in request order.  The decode
+// kernel's CTAs start in item order, so when a batch of mixed contexts
+// takes several waves the short parts run last and the waves end together
+// (list scheduling, longest first).  H100, bf16 D128, eager us, 3 rounds,
+// request order -> longest first (vattn-bench --len-min): 128 x 128-2k
+// 219.3-219.5 -> 214.1-214.3; 256 x 64-1k 204.0-204.2 -> 198.9-199.3; 96 x
+// 1k-3k 288.8-289.0 -> 285.9-286.1; 240 x 1k-4k 855.6-855.8 -> 852.0; 64 x
+// 512-8k 426.0-426.3 -> 424.8-425.3; 16 x 1k-16k (split, one wave)
+// 189.0-189.3 -> 178.7-178.9 (2 rounds); equal contexts (32x4096)
+// unchanged.  With an fp8 cache it was slower when applied (240 x 1k-4k
+// 465.2-465.3 -> 471.5-472.2), so the builder asks for it with 16-bit
+// caches only.
+void order_longest_first(CudaScheduleScratch *sc) {
+  auto &d = sc->dtiles;
+  auto &keys = sc->dec_order;
+  bool sorted = true;
+  for (size_t i = 1; i < d.size() && sorted; ++i)
+    sorted = d[i].kv_hi - d[i].kv_lo <= d[i - 1].kv_hi - d[i - 1].kv_lo;
+  if (sorted) return;  // equal contexts, or already in order
+  // One 64-bit key per tile: (INT32_MAX - range) above the tile's index.
+  keys.resize(d.size());
+  for (size_t i = 0; i < d.size(); ++i)
+    keys[i] = (static_cast<uint64_t>(INT32_MAX - (d[i].kv_hi - d[i].kv_lo)) << 32) | i;
+  std::sort(keys.begin(), keys.end());
+  sc->dec_tmp.assign(d.begin(), d.end());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = sc->dec_tmp[keys[i] & 0xffffffffu];
+}
+
 // The decode split count s in [1, s_cap] minimising the modelled time
 //   min(waves(s) * (longest + C), ceil(work(s) / slots) + longest + C)
 //   (+ dec_merge_keys when a tile has more than kDecMergeRoundParts parts),
@@ -373,6 +401,7 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
   // waves(s) * (longest chunk + CTA overhead) (+ the merge cost), within the
   // plan's workspace and item capacity; ties go to fewer splits.
   int best_s = 1;
+  if (c.dec_longest_first) order_longest_first(scratch);
   if (!dtiles.empty()) {
     // Parts shorter than kDecShortSplitKeys need CTAs that fit one per SM;
     // when one part per tile is already more, they are out (and the search

@@ -57,6 +57,9 @@ struct CudaBuilderCfg {
   // these at builder creation.
   int64_t dec_cta_keys = kDecCtaOverheadKeys;
   int64_t dec_merge_keys = kDecMergeRoundKeys;
+  // Decode tiles in the order of their key ranges, longest first (the
+  // plan's cache is 16-bit; cuda_schedule.cpp says why not for fp8).
+  bool dec_longest_first = false;
   int32_t group = 1, tokens_per_tile = 1;
   int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;  // cuda_size_plan
 };
@@ -90,6 +93,8 @@ struct CudaScheduleScratch {
   std::vector<DecBucket> dec_buckets;
   std::vector<Part> parts;
   std::vector<int64_t> gen_keys;  // keys each general item visits
+  std::vector<uint64_t> dec_order;  // decode tiles' sort keys (range, index)
+  std::vector<Tile> dec_tmp;        // decode tiles before that order
   std::vector<int32_t> cnt;       // merge tables: parts per token, then cursors
 };
 
