@@ -35,11 +35,12 @@ struct Batch {
 // decode tiles, parts of >= min_keys keys (64 only while one part per tile
 // fits one CTA per SM), chunks aligned to 16 keys, parts under 256 keys
 // only while the CTAs fit one per SM, cost min(waves * (longest + CTA
-// keys), work per slot + longest + CTA keys) + a merge round past 16
-// parts; the smallest cost wins, ties to fewer
+// keys), work per slot + tail + CTA keys) + a merge round past 16 parts
+// (tail: see below); the smallest cost wins, ties to fewer
 // splits; stop at the first s past the item / workspace capacity.
 int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
                         const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before) {
+  // ranges / rows: the decode tiles in the order the builder lists them.
   const int64_t heads = c.o.num_kv_heads / c.dec_heads;
   const int64_t min_keys = static_cast<int64_t>(ranges.size()) * heads <= c.num_sms ? 64 : 256;
   auto split = [&](int64_t range, int64_t s, int64_t *chunk) {
@@ -73,12 +74,25 @@ int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     const int64_t ctas = items * heads;
     if (short_parts && ctas > c.num_sms) continue;
     // Waves of equal parts, or every slot busy until the work runs out and
-    // then one more part.
+    // then one more part: the longest, or with the tiles longest first and
+    // more parts than one round of slots, the first part of the second
+    // round (up to two rounds) or the last part.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
     int64_t keys = 0;
     for (int64_t r : ranges) keys += r;
     const int64_t per_slot = (heads * (keys + items * c.dec_cta_keys) + c.dec_slots - 1) / c.dec_slots;
-    const int64_t cost = std::min(waves * (longest + c.dec_cta_keys), per_slot + longest + c.dec_cta_keys) +
+    const int64_t round = (c.dec_slots + heads - 1) / heads;  // parts per round of slots
+    int64_t tail = longest;
+    if (c.dec_longest_first && items > round) {
+      std::vector<int64_t> chunks;  // every part's chunk, in item order
+      for (int64_t r : ranges) {
+        int64_t chunk;
+        const int64_t st = split(r, s, &chunk);
+        for (int64_t i = 0; i < st; ++i) chunks.push_back(chunk);
+      }
+      tail = items < 2 * round ? chunks[round] : chunks.back();
+    }
+    const int64_t cost = std::min(waves * (longest + c.dec_cta_keys), per_slot + tail + c.dec_cta_keys) +
                          (parts > 16 ? c.dec_merge_keys : 0);
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
@@ -364,12 +378,16 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
       int64_t ws_gen = 0;
       for (int64_t i = 0; i < sc.n_gen; ++i)
         if (items[i].ws_base >= 0) ws_gen += items[i].num_rows;
+      std::vector<std::pair<int64_t, int64_t>> dec;  // (range, request)
       for (int64_t r = 0; r < nreq; ++r) {
         const int32_t q = b.qsl[r + 1] - b.qsl[r];
-        if (c.decode && !cascade && q * G <= c.dec_rows) {
-          ranges.push_back(b.seq_lens[r]);  // a decode tile reads every key
-          rows.push_back(q * G);
-        }
+        if (c.decode && !cascade && q * G <= c.dec_rows) dec.emplace_back(b.seq_lens[r], r);  // every key
+      }
+      if (c.dec_longest_first)
+        std::stable_sort(dec.begin(), dec.end(), [](auto &x, auto &y) { return x.first > y.first; });
+      for (auto &d : dec) {
+        ranges.push_back(d.first);
+        rows.push_back((b.qsl[d.second + 1] - b.qsl[d.second]) * G);
       }
       EXPECT_EQ(sc.dec_splits, plain_decode_splits(c, ranges, rows, sc.n_gen, ws_gen));
     }

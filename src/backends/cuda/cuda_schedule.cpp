@@ -87,7 +87,7 @@ void order_longest_first(CudaScheduleScratch *sc) {
 }
 
 // The decode split count s in [1, s_cap] minimising the modelled time
-//   min(waves(s) * (longest + C), ceil(work(s) / slots) + longest + C)
+//   min(waves(s) * (longest + C), ceil(work(s) / slots) + tail(s) + C)
 //   (+ dec_merge_keys when a tile has more than kDecMergeRoundParts parts),
 // in keys, C = dec_cta_keys (a CTA's fixed cost), waves(s) = ceil(CTAs /
 // resident slots), work(s) = the CTAs' keys + C each; parts under
@@ -103,6 +103,19 @@ void order_longest_first(CudaScheduleScratch *sc) {
 // unchanged (855.4-856.0; one part each would take 840).  20 equal-
 // context shapes, the benchmark table's among them, keep their split count
 // (computed on the host for 132 SMs x 2 slots).
+// tail(s) is the longest part, except when the tiles come longest first
+// (order_longest_first) and the parts fill more than one round of slots:
+// then the part that starts first after the first round (up to two rounds)
+// or the last part (more) -- the parts that end the kernel in a
+// longest-first list schedule.  H100, bf16 D128, eager us, 2 rounds, split
+// count with the longest part as the tail -> this tail (forced counts, a
+// dev overlay): 240 x 1k-4k 2 -> 1 parts 851.8 -> 831.6-832.1; 128 x
+// 128-2k 2 -> 1 214.3-214.4 -> 209.1-209.2; 64 x 512-8k 6 -> 2 425.0 ->
+// 418.8; 96 x 1k-3k 3 -> 2 285.8-286.0 -> 284.1-284.4; 32 x 256-8k 9 -> 3
+// 189.7 -> 186.0-186.1; 48 x 4k-12k 8 -> 5 551.4-551.7 -> 546.8; 8 x
+// 2k-32k 4 -> 5 223.9-228.4 -> 223.7-224.0.  (The best forced count was
+// one part on 96 x 1k-3k, 278.5, and 64 x 512-8k, 418.0-418.2; 3 on 48 x
+// 4k-12k, 543.4-543.7; 8 on 8 x 2k-32k, 218.2.)
 //
 // Host time: O(tiles + s_cap), not O(tiles * s_cap) (the plain search took
 // 27 us for 240 decodes at up to 4k keys on the GPU machine's CPU).  A tile whose part cap
@@ -115,7 +128,7 @@ void order_longest_first(CudaScheduleScratch *sc) {
 // an s that fails this (s > 17 with 256-key parts) visits those tiles one
 // by one.
 int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaScheduleScratch::Tile> &dtiles,
-                         int64_t min_keys, int s_cap, int64_t item_room, int64_t ws_room,
+                         bool longest_first, int64_t min_keys, int s_cap, int64_t item_room, int64_t ws_room,
                          std::vector<CudaScheduleScratch::DecBucket> *buckets) {
   using Bucket = CudaScheduleScratch::DecBucket;
   const int G = c.group;
@@ -158,6 +171,24 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
   }
 
   const int64_t heads = c.o.num_kv_heads / c.dec_heads;
+  // Resident slots counted in parts (a part runs as `heads` CTAs).
+  const int64_t part_slots = (c.dec_slots + heads - 1) / heads;
+  // The chunk of part number k (0-based) when the tiles are listed in
+  // order, each with its parts; of the last tile's parts.
+  auto chunk_at = [&](int s, int64_t k) {
+    int64_t chunk = 0;
+    for (const auto &t : dtiles) {
+      const int st = decode_parts(t.kv_hi - t.kv_lo, s, min_keys, &chunk);
+      if (k < st) break;
+      k -= st;
+    }
+    return chunk;
+  };
+  auto last_chunk = [&](int s) {
+    int64_t chunk = 0;
+    decode_parts(dtiles.back().kv_hi - dtiles.back().kv_lo, s, min_keys, &chunk);
+    return chunk;
+  };
   int best_s = 1;
   int64_t best_cost = -1;
   int64_t sat_items = 0, sat_ws = 0, sat_chunk = 0;  // saturated buckets 1 .. s
@@ -206,11 +237,17 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     const int64_t merge = max_parts > kDecMergeRoundParts ? c.dec_merge_keys : 0;
     // Two bounds on the kernel's time; the smaller is the estimate.  Equal
     // parts run in waves; parts of unequal length (a batch of mixed
-    // contexts) keep every slot busy until the work runs out, then at most
-    // one more part: work / slots + longest.
+    // contexts) keep every slot busy until the work runs out, then one
+    // more part: work / slots + tail, tail = the longest part, or with the
+    // tiles longest first (list scheduling in that order) the part that
+    // starts after the first round (at most two rounds of parts) or the
+    // last part (more).
     const int64_t work = heads * (sum_range + items_s * c.dec_cta_keys);
+    int64_t tail = longest;
+    if (longest_first && items_s > part_slots)
+      tail = items_s < 2 * part_slots ? chunk_at(s, part_slots) : last_chunk(s);
     const int64_t cost = std::min(waves * (longest + c.dec_cta_keys),
-                                  (work + c.dec_slots - 1) / c.dec_slots + longest + c.dec_cta_keys) +
+                                  (work + c.dec_slots - 1) / c.dec_slots + tail + c.dec_cta_keys) +
                          merge;
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
@@ -412,8 +449,8 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
     for (const Tile &t : dtiles) max_range = std::max<int64_t>(max_range, t.kv_hi - t.kv_lo);
     const int s_cap = static_cast<int>(std::max<int64_t>(
         1, std::min<int64_t>(c.dec_max_splits, max_range / min_keys)));
-    best_s = search_decode_splits(c, dtiles, min_keys, s_cap, c.cap_items - n_items, c.ws_rows - ws_next,
-                                  &scratch->dec_buckets);
+    best_s = search_decode_splits(c, dtiles, c.dec_longest_first, min_keys, s_cap, c.cap_items - n_items,
+                                  c.ws_rows - ws_next, &scratch->dec_buckets);
     if (n_items + static_cast<int64_t>(dtiles.size()) > c.cap_items)
       return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c.cap_items);
     int32_t merge_slot = 0;
