@@ -195,7 +195,8 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
     int64_t P = 0;
     if (b.causal && trial % 3 == 0) {
       int64_t min_ctx = INT32_MAX;
-      for (int64_t r = 0; r < nreq; ++r) min_ctx = std::min<int64_t>(min_ctx, b.seq_lens[r] - (b.qsl[r + 1] - b.qsl[r]));
+      for (int64_t r = 0; r < nreq; ++r)
+        min_ctx = std::min<int64_t>(min_ctx, b.seq_lens[r] - (b.qsl[r + 1] - b.qsl[r]));
       P = min_ctx / 16 * 16;
     }
     const bool capture = trial % 7 == 0;

@@ -96,7 +96,8 @@ void order_longest_first(CudaScheduleScratch *sc) {
 // fewer splits.
 // The second bound is for batches of mixed contexts, where whole waves of
 // the longest part overstate the time.  H100, bf16 D128 unless noted, eager
-// us, waves bound alone -> both (vattn-bench --len-min, 3 rounds): 64 x
+// us, tiles in request order, waves bound alone -> both (vattn-bench
+// --len-min, 3 rounds): 64 x
 // 512-8k 444.7-445.3 -> 426.0-426.2; 16 x 1k-16k 217.4-217.9 -> 188.2-188.8;
 // 256 x 64-1k 208.1-208.6 -> 203.7-203.9; 48 x 4k-12k 560.1-560.6 ->
 // 551.7-552.0; D64 64 x 512-8k 233.8-233.9 -> 229.2-229.6; 240 x 1k-4k
@@ -118,7 +119,8 @@ void order_longest_first(CudaScheduleScratch *sc) {
 // 4k-12k, 543.4-543.7; 8 on 8 x 2k-32k, 218.2.)
 //
 // Host time: O(tiles + s_cap), not O(tiles * s_cap) (the plain search took
-// 27 us for 240 decodes at up to 4k keys on the GPU machine's CPU).  A tile whose part cap
+// 27 us for 240 decodes at up to 4k keys on the GPU machine's CPU), plus
+// the tail's walk over the first round's tiles.  A tile whose part cap
 // k = max(1, range / min_keys) is <= s has k parts whatever s is
 // ("saturated"): tiles are bucketed by k and each bucket's saturated sums
 // are computed once.  A tile with k > s gets exactly s parts when

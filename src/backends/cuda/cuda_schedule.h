@@ -35,7 +35,8 @@ namespace vattn {
 // (cuda_plan.h describes them).
 struct CudaPlanLayout {
   size_t header = 0, reqs = 0, items = 0, tok_parts = 0, part_list = 0, block_table = 0,
-         slot_mapping = 0, merge_ctr = 0, unit_ctr = 0, units = 0, meta_end = 0, ws_lse = 0, ws_o = 0, total = 0;
+         slot_mapping = 0, merge_ctr = 0, unit_ctr = 0, units = 0, meta_end = 0, ws_lse = 0,
+         ws_o = 0, total = 0;
 };
 
 // Decode cost model (cuda_schedule.cpp), in keys: a decode CTA's fixed cost,
