@@ -67,39 +67,6 @@
 namespace vattn {
 namespace kern {
 
-template <int HS>
-struct Sm90Shape {
-  static_assert(HS % 64 == 0 && HS <= 128, "head size 64 or 128");
-  // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
-  // shared memory), 128 at 64.
-  static constexpr int BM = 128, BN = HS == 64 ? 128 : 96, kStages = 3;
-  static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
-  // Registers per thread after the hand-over: 56 x 128 + 224 x 256 = 384 x 168
-  // (what the CTA gets at launch with __launch_bounds__(384, 1)).
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
-  static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
-  static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
-  static constexpr int kBars = 2 * kStages + 4;   // full / empty per stage, qfull / qempty per Q buffer
-  static constexpr int kTableBytes = kBars * 8 + 16 * 96;  // + the unit ring (kUnitRing slots)
-  // Output staging: 8 rows of HS 16-bit elements per consumer warp.
-  static constexpr int kOutBytes = (kConsumers / 32) * 8 * HS * 2;
-  static constexpr size_t smem_bytes() {
-    return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kOutBytes + kTableBytes;
-  }
-  static_assert(BM == AttnShape<HS>::BM, "items are tiled for attention_kernel's BM");
-  static_assert(1024 + 2 * kQBytes + kStages * 2 * kTileBytes + kOutBytes + kTableBytes <= 227 * 1024 - 64,
-                "shared memory (64 bytes left for static shared variables)");
-  static_assert(kOutBytes >= (16 * kMaxSelfMergeParts + 32) * 4, "merge scratch");
-  static_assert(kTileBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
-};
-
-// Byte offset of 16-byte chunk ch of row r in a swizzled [HS / 64][R][64] tile.
-template <int R>
-__device__ __forceinline__ uint32_t swz_chunk(int r, int ch) {
-  return static_cast<uint32_t>((ch >> 3) * R * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
-}
-
 // One unit's record in the CTA's ring (shared memory): the item and its
 // request as stored by the builder, then the fields derived from them.
 // kvh < 0 / ntiles == 0: no such unit (the CTA's list has ended).  A real
@@ -126,7 +93,40 @@ constexpr int kStaticRounds = 8;  // list positions dealt before the counter tak
 // 16x1024 static) measured slower on long and short shapes (1x16384 573-581
 // against 607-624 TFLOP/s, 32x512 275-279 against 290-291).
 static_assert(kStaticRounds >= 8, "units 0 .. 7 take static positions in the ring's setup");
-static_assert(sizeof(UnitSlot) == 96, "Sm90Shape::kTableBytes counts 16 slots of 96 bytes");
+
+template <int HS>
+struct Sm90Shape {
+  static_assert(HS % 64 == 0 && HS <= 128, "head size 64 or 128");
+  // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
+  // shared memory), 128 at 64.
+  static constexpr int BM = 128, BN = HS == 64 ? 128 : 96, kStages = 3;
+  static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
+  // Registers per thread after the hand-over: 56 x 128 + 224 x 256 = 384 x 168
+  // (what the CTA gets at launch with __launch_bounds__(384, 1)).
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+  static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
+  static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
+  static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
+  static constexpr int kBars = 2 * kStages + 4;   // full / empty per stage, qfull / qempty per Q buffer
+  static constexpr int kTableBytes = kBars * 8 + kUnitRing * static_cast<int>(sizeof(UnitSlot));
+  // Output staging: 8 rows of HS 16-bit elements per consumer warp.
+  static constexpr int kOutBytes = (kConsumers / 32) * 8 * HS * 2;
+  static constexpr size_t smem_bytes() {
+    return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kOutBytes + kTableBytes;
+  }
+  static_assert(BM == AttnShape<HS>::BM, "items are tiled for attention_kernel's BM");
+  static_assert(kOutBytes >= (16 * kMaxSelfMergeParts + 32) * 4, "merge scratch");
+  static_assert(kTileBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
+};
+// Shared memory per CTA: 64 bytes stay for static shared variables.
+static_assert(Sm90Shape<64>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 64");
+static_assert(Sm90Shape<128>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 128");
+
+// Byte offset of 16-byte chunk ch of row r in a swizzled [HS / 64][R][64] tile.
+template <int R>
+__device__ __forceinline__ uint32_t swz_chunk(int r, int ch) {
+  return static_cast<uint32_t>((ch >> 3) * R * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+}
 
 // Tensor maps of K and V for the producer's TMA copies: 4-d [blocks]
 // [block_size][kv heads][head size] for a paged cache, [1][rows][kv heads]
