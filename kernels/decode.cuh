@@ -134,6 +134,15 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
   ScoreCtx sc = score_ctx_of(p);  // per-item fields (causal, kend) set below
 
   char *wbase = body + warp * S::WARP_BYTES;
+  // The first key of this warp's tile t of an item whose keys start at
+  // kstart (warp w takes the tiles w, w + 4, ...), and the tile's block-table
+  // entry; *off = the tile's first row in its block.
+  auto tile_key = [&](int kstart, int t) { return kstart + (warp + S::kWarps * t) * KT; };
+  auto tile_entry = [&](int k0, int *off) {
+    const int b = k0 / p.block_size;
+    *off = k0 - b * p.block_size;
+    return b;
+  };
 
   for (int item_idx = first + blockIdx.y; item_idx < n_items; item_idx += gridDim.y) {
     // The block ids of the warp's first 32 tiles are requested with the
@@ -148,11 +157,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     {
       const AttnItem &si = p.items[item_idx];
       spec_kv = si.kv_begin;
-      const int k0 = spec_kv + (warp + S::kWarps * lane) * KT;
-      const int b = k0 / p.block_size;
-      const int col = min(b, static_cast<int>(p.bt_stride) - 1);
+      const int b = tile_entry(tile_key(spec_kv, lane), &spec_off);
+      const int col = min(b, static_cast<int>(p.bt_stride) - 1);  // item's tile count not known yet
       spec_blk = p.block_table[static_cast<int64_t>(si.req) * p.bt_stride + col];
-      spec_off = k0 - b * p.block_size;
     }
     const ItemCtx ic = item_begin(p, item_idx, KT, &sc);
     const AttnItem &it = ic.it;
@@ -191,10 +198,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     int blk_reg = 0, off_reg = 0;
     auto fetch_ids = [&](int tile0) {
       const int t = tile0 + lane;
-      const int k0 = kstart + (warp + S::kWarps * t) * KT;
-      const int b = k0 / p.block_size;
+      const int b = tile_entry(tile_key(kstart, t), &off_reg);
       blk_reg = t < nw ? bt_row[b] : 0;
-      off_reg = k0 - b * p.block_size;
     };
     // Copy geometry: a lane copies 16-byte chunk lch of the tile's key rows
     // r0, r0 + RPI, ... (K and V), from byte offsets fixed per item; per
@@ -221,7 +226,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
           fetch_ids(t);
         }
       }
-      const int k0 = kstart + (warp + S::kWarps * t) * KT;
+      const int k0 = tile_key(kstart, t);
       const int64_t blk = __shfl_sync(0xffffffffu, blk_reg, t & 31);
       const int64_t off0 = __shfl_sync(0xffffffffu, off_reg, t & 31);
       const char *kp = reinterpret_cast<const char *>(kbase) +
@@ -326,7 +331,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       __syncwarp();
       const char *st = wbase + st_use * S::STAGE;
       st_use = st_use + 1 == NST ? 0 : st_use + 1;
-      const int k0 = kstart + (warp + S::kWarps * t) * KT;
+      const int k0 = tile_key(kstart, t);
 
       // ---- S = Q K^T (16 rows x 16 keys)
       float s[2][4];
