@@ -36,26 +36,31 @@ constexpr int kDecMergeRoundParts = 16;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-// Parts of a decode tile of `range` keys under the batch's split count s:
-// min(s, range / min_keys) (at least 1), each `*chunk` keys, a multiple of
-// kern::kDecodeKeyAlign (the last part may be shorter).  A finer chunk
-// than the general items' 64 lets the split count fill the resident CTA
-// slots exactly (decode items only need kv_begin % kDecodeKeyAlign == 0).
-int decode_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
+// Parts of a tile of `range` keys under a split count s: min(s, range /
+// min_keys) (at least 1), each `*chunk` keys, a multiple of A (the last
+// part may be shorter).
+template <uint32_t A>
+int split_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
   // 32-bit unsigned arithmetic (a 64-bit division costs several times as
-  // much on common x86 cores, and the search runs this per tile): range <=
-  // INT32_MAX, s <= max splits, so no sum below wraps.
+  // much on common x86 cores, and the decode search runs this per tile):
+  // range <= INT32_MAX, s <= max splits, so no sum below wraps.
   const uint32_t r = static_cast<uint32_t>(range);
   uint32_t st = static_cast<uint32_t>(
       std::min<int64_t>(s, std::max<uint32_t>(1, r / static_cast<uint32_t>(min_keys))));
   uint32_t ch = r;
   if (st > 1) {
-    constexpr uint32_t A = kern::kDecodeKeyAlign;
     ch = ((r + st - 1) / st + A - 1) / A * A;
     st = (r + ch - 1) / ch;
   }
   *chunk = ch;
   return static_cast<int>(st);
+}
+// A decode tile's parts: chunks of kern::kDecodeKeyAlign keys, finer than
+// the general items' kSplitAlign, so that the split count fills the
+// resident CTA slots exactly (decode items only need kv_begin %
+// kDecodeKeyAlign == 0).
+int decode_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
+  return split_parts<kern::kDecodeKeyAlign>(range, s, min_keys, chunk);
 }
 
 // Decode tiles longest key range first, ties in request order.  The decode
@@ -391,13 +396,8 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
   for (const Tile &t : tiles) {
     const int32_t rows = t.ntok * G;
     const int64_t range = t.kv_hi - t.kv_lo;
-    int s = want;
-    if (s > 1) s = static_cast<int>(std::min<int64_t>(s, std::max<int64_t>(1, range / kMinKeysPerSplit)));
-    int64_t chunk = range;
-    if (s > 1) {
-      chunk = ((range + s - 1) / s + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
-      s = static_cast<int>((range + chunk - 1) / chunk);
-    }
+    int64_t chunk = 0;
+    int s = split_parts<kSplitAlign>(range, want, kMinKeysPerSplit, &chunk);
     const bool ws = s > 1 || cascade;
     if (ws && (ws_next + static_cast<int64_t>(s) * rows > c.ws_rows || n_items + s > c.cap_items)) {
       if (cascade)  // cannot happen: checked above; keep the invariant loud
