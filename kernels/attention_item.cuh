@@ -276,10 +276,13 @@ __device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &
 // PRE > 0: a thread loads the first PRE partials of its first output chunk
 // before the weights are known, so those loads overlap the LSE step (one L2
 // round trip less on the critical path of the last CTA; 4 PRE registers).
+// sync_at_end: the merging CTA syncs once more after its last read of the
+// scratch, for callers whose threads may write it again without passing
+// another barrier over all of them (the Hopper kernel's staging rows).
 template <class T, int HS, int PRE = 0, class Sync>
 __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
                                               const AttnReq &rq, int kvh, float *scratch,
-                                              int nthreads, Sync sync) {
+                                              int nthreads, Sync sync, bool sync_at_end = false) {
   __shared__ int s_last;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nwarps = nthreads >> 5;
   const int parts = it.merge & 0xffff, idx = it.merge >> 16;
@@ -370,6 +373,7 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
     if (d == 0) store_lse(p, h, tok, row_lse[r]);
   }
   if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
+  if (sync_at_end) sync();
 }
 
 // merge_split_tile over the whole CTA.

@@ -32,8 +32,9 @@
 //        while the P V product is still on the tensor cores,
 //      waits for P V (then buffer t - 1 is released to the producer),
 //      rescales O when the row maximum grew, packs P_t.
-//    After a unit's last P V a warpgroup loads the next unit's Q fragments
-//    and issues its first S product, which runs under this unit's epilogue.
+//    After a unit's last softmax a warpgroup loads the next unit's Q
+//    fragments and issues, in one turn, this unit's last P V and the next
+//    unit's first S product, which runs under this unit's epilogue.
 //    The two warpgroups take turns issuing their products (pingpong: named
 //    barriers 3 and 4, warpgroup 0 first), so that one's softmax runs while
 //    the tensor cores work on the other's products; every issue point above
@@ -643,26 +644,24 @@ __global__ void __launch_bounds__(384, 1)
         prev = g;
         advance();
       }
-      wgmma_fence_regs(o);
-      wgmma_fence_regs(pa);
-      turn_sync();
-      wgmma_fence();
-      issue_pv(prev);
-      turn_arrive();
-      wgmma_wait<0>();
-      wgmma_fence_regs(o);
-      release(prev);
-      // The next unit's Q and first tile, and its first S product, which
-      // runs under this unit's epilogue.
+      // One turn issues this unit's last P V and the next unit's first S
+      // product (its Q and first tile); S runs under this unit's epilogue.
+      // (The last S product landed above, so the Q fragments are free.)
       const UnitSlot &nx = unit_slot(u + 1);
       more = nx.ntiles != 0;
       if (more) wait_tile(nx.fence_from == 0);
       load_qa(u + 1);
       mbar_arrive(bar_qempty((u + 1) & 1));  // unit u + 3's Q may come
+      wgmma_fence_regs(o);
+      wgmma_fence_regs(pa);
       turn_sync();
       wgmma_fence();
+      issue_pv(prev);
       issue_s(more ? g : prev);
       turn_arrive();
+      wgmma_wait<1>();  // P V landed (the S product is still running)
+      wgmma_fence_regs(o);
+      release(prev);
     }
 
     if (warp_active) {
@@ -722,11 +721,15 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     // Scratch: the staging rows (every consumer warp is past its staging
-    // once the merge's first barrier is passed, and none writes them again
-    // before a product turn that every warp passes after the merge).
+    // once the merge's first barrier is passed).  The merge syncs again
+    // after its last read of them: the next unit's epilogue can follow a
+    // single product turn, which does not wait for the other warpgroup to
+    // leave the merge.  (A barrier after the call instead, outside the
+    // merge's own branch, made ptxas keep the stage index in vector
+    // registers: every wgmma descriptor then went through R2UR.)
     if (it.merge != 0)
       merge_split_tile<T, HS>(p, it, rq, kvh, reinterpret_cast<float *>(sOut), S::kConsumers,
-                              [] { named_barrier_sync(2, S::kConsumers); });
+                              [] { named_barrier_sync(2, S::kConsumers); }, true);
     if (!more) break;
   }
   wgmma_wait<0>();  // the stale product past the last unit
