@@ -142,14 +142,20 @@ __device__ __forceinline__ longlong2 key_offsets(const AttnParams &p, int kv_sta
 // 2^16 and (x + 0.5) / G in fp32 is at least 0.5 / G away from an integer
 // and off by less than x / G * 2^-23, so its truncation is exact.
 struct RowMap {
-  int64_t tok_base;
-  int h_base, x0, G;
+  int64_t tok_base;  // q_start + t0
+  int t0, h_base, x0, G;  // t0 = q_row0 / G, x0 = q_row0 % G
   float inv_g;
-  __device__ __forceinline__ void of(int row, int64_t *tok, int *h) const {
+  // Row `row`: its token's index in the request (lr / G) and its head.
+  __device__ __forceinline__ void at(int row, int *t, int *h) const {
     const int x = x0 + row;
-    const int t = __float2int_rz((static_cast<float>(x) + 0.5f) * inv_g);
-    *tok = tok_base + t;
-    *h = h_base + (x - t * G);
+    const int tt = __float2int_rz((static_cast<float>(x) + 0.5f) * inv_g);
+    *t = t0 + tt;
+    *h = h_base + (x - tt * G);
+  }
+  __device__ __forceinline__ void of(int row, int64_t *tok, int *h) const {
+    int t;
+    at(row, &t, h);
+    *tok = tok_base + (t - t0);
   }
 };
 __device__ __forceinline__ RowMap row_map_of(const AttnParams &p, const AttnItem &it, const AttnReq &rq,
@@ -157,6 +163,7 @@ __device__ __forceinline__ RowMap row_map_of(const AttnParams &p, const AttnItem
   RowMap m;
   m.G = p.group;
   const int t0 = it.q_row0 / m.G;
+  m.t0 = t0;
   m.x0 = it.q_row0 - t0 * m.G;
   m.tok_base = static_cast<int64_t>(rq.q_start) + t0;
   m.h_base = kvh * m.G;
@@ -194,6 +201,21 @@ __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem
   RowCtx rc;
 #pragma unroll
   for (int i = 0; i < 2; ++i) row_ctx_set(p, it, kvh, qpos0, row0 + gq + 8 * i, i, &rc, &head[i]);
+  return rc;
+}
+// The same from the item's RowMap (no integer division).
+__device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem &it, const RowMap &rm,
+                                             int qpos0, int row0, int gq, int (&head)[2]) {
+  RowCtx rc;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = row0 + gq + 8 * i;
+    rc.valid[i] = row < it.num_rows;
+    int t;
+    rm.at(rc.valid[i] ? row : 0, &t, &head[i]);
+    rc.qpos[i] = qpos0 + t;
+    rc.slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
+  }
   return rc;
 }
 

@@ -467,7 +467,6 @@ __global__ void __launch_bounds__(384, 1)
   // ================= consumers (threads 0..255) =================
   setmaxnreg_inc<S::kConsumerRegs>();
   const int gq = lane >> 2, tq = lane & 3;
-  const int G = p.group;
   ScoreCtx sc = score_ctx_of(p);
 
   // wgmma descriptors (start addresses advance in 16-byte units).
@@ -571,13 +570,18 @@ __global__ void __launch_bounds__(384, 1)
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
 
+    // Rows -> tokens and heads: one integer division per unit (RowMap).
+    const RowMap rm = row_map_of(p, it, rq, kvh);
     int head[2];
-    const RowCtx rc = row_ctx_of(p, it, kvh, qpos0, wrow0, gq, head);
+    const RowCtx rc = row_ctx_of(p, it, rm, qpos0, wrow0, gq, head);
     const bool warp_active = wrow0 < it.num_rows;
     const bool warp_full = wrow0 + 16 <= it.num_rows;
-    const int wqmin = qpos0 + (it.q_row0 + wrow0) / G;
     const int wlast = (warp_full ? wrow0 + 16 : it.num_rows) - 1;
-    const int wqmax = qpos0 + (it.q_row0 + (warp_active ? wlast : wrow0)) / G;
+    int wqmin, wqmax, h_;
+    rm.at(wrow0, &wqmin, &h_);
+    rm.at(warp_active ? wlast : wrow0, &wqmax, &h_);
+    wqmin += qpos0;
+    wqmax += qpos0;
     // The unit's tiles t_lo <= t < t_hi are visible to every row of the warp
     // (no masks): key k0 + BN - 1 < kend, causal and right-window bounds of
     // the warp's first row, left-window bound of its last.
@@ -680,12 +684,11 @@ __global__ void __launch_bounds__(384, 1)
           float lse;
           row_final(p, it, m[i], l[i], head[i], &lse, &f[i]);
           if (tq == 0 && rc.valid[i])
-            store_lse(p, head[i], rq.q_start + (it.q_row0 + wrow0 + gq + 8 * i) / G, lse);
+            store_lse(p, head[i], rq.q_start + (rc.qpos[i] - qpos0), lse);
         }
         // Lane j < 16 computes row wrow0 + j's output address once; each
         // step stores LPR rows of CH chunks, taking the addresses by shuffle.
         constexpr int LPR = 32 / CH;
-        const RowMap rm = row_map_of(p, it, rq, kvh);
         T *row_out;
         {
           int64_t tok;
