@@ -74,9 +74,9 @@ int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     const int64_t ctas = items * heads;
     if (short_parts && ctas > c.num_sms) continue;
     // Waves of equal parts, or every slot busy until the work runs out and
-    // then one more part: the longest, or with the tiles longest first and
-    // more parts than one round of slots, the first part of the second
-    // round (up to two rounds) or the last part.
+    // then one more part: the longest; with more parts than one round of
+    // slots, tiles longest first: the first part of the second round (up to
+    // two rounds) or the last part; request order: a part of mean length.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
     int64_t keys = 0;
     for (int64_t r : ranges) keys += r;
@@ -91,6 +91,8 @@ int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
         for (int64_t i = 0; i < st; ++i) chunks.push_back(chunk);
       }
       tail = items < 2 * round ? chunks[round] : chunks.back();
+    } else if (items > round) {
+      tail = (keys + items - 1) / items;  // request order: the mean part
     }
     const int64_t cost = std::min(waves * (longest + c.dec_cta_keys), per_slot + tail + c.dec_cta_keys) +
                          (parts > 16 ? c.dec_merge_keys : 0);

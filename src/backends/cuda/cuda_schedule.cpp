@@ -109,19 +109,30 @@ void order_longest_first(CudaScheduleScratch *sc) {
 // unchanged (855.4-856.0; one part each would take 840).  20 equal-
 // context shapes, the benchmark table's among them, keep their split count
 // (computed on the host for 132 SMs x 2 slots).
-// tail(s) is the longest part, except when the tiles come longest first
-// (order_longest_first) and the parts fill more than one round of slots:
-// then the part that starts first after the first round (up to two rounds)
-// or the last part (more) -- the parts that end the kernel in a
-// longest-first list schedule.  H100, bf16 D128, eager us, 2 rounds, split
-// count with the longest part as the tail -> this tail (forced counts, a
-// dev overlay): 240 x 1k-4k 2 -> 1 parts 851.8 -> 831.6-832.1; 128 x
-// 128-2k 2 -> 1 214.3-214.4 -> 209.1-209.2; 64 x 512-8k 6 -> 2 425.0 ->
+// tail(s) is the longest part, except when the parts fill more than one
+// round of slots.  Tiles longest first (order_longest_first): the part that
+// starts first after the first round (up to two rounds) or the last part
+// (more) -- the parts that end the kernel in a longest-first list
+// schedule.  Tiles in request order: a part of mean length (below).
+// H100, bf16 D128, eager us, 2 rounds, split count with the longest part
+// as the tail -> this tail (forced counts, a dev overlay): 240 x 1k-4k
+// 2 -> 1 parts 851.8 -> 831.6-832.1; 128 x 128-2k 2 -> 1 214.3-214.4 ->
+// 209.1-209.2; 64 x 512-8k 6 -> 2 425.0 ->
 // 418.8; 96 x 1k-3k 3 -> 2 285.8-286.0 -> 284.1-284.4; 32 x 256-8k 9 -> 3
 // 189.7 -> 186.0-186.1; 48 x 4k-12k 8 -> 5 551.4-551.7 -> 546.8; 8 x
 // 2k-32k 4 -> 5 223.9-228.4 -> 223.7-224.0.  (The best forced count was
 // one part on 96 x 1k-3k, 278.5, and 64 x 512-8k, 418.0-418.2; 3 on 48 x
 // 4k-12k, 543.4-543.7; 8 on 8 x 2k-32k, 218.2.)
+// With the tiles in request order (fp8 caches) and more parts than one
+// round of slots, the tail is a part of mean length (keys / parts): the
+// part that starts last is as likely short as long.  H100, fp8 D128, eager
+// us, 2 rounds, longest part -> mean part: 8 x 2k-32k 130.5-130.9 ->
+// 120.0-120.1; 64 x 512-8k 240.1-240.2 -> 232.4-232.7; 96 x 1k-3k
+// 170.1-170.4 -> 166.7-167.3; 48 x 4k-12k 307.0-307.6 -> 301.8-302.1; 32 x
+// 256-8k 118.2-118.5 -> 116.4-116.7; 16 x 1k-16k 120.1-120.8 ->
+// 119.4-119.7 (8 forced parts: 107); 240 x 1k-4k and 128 x 128-2k
+// unchanged (one forced part: 453, against 465.5).  Equal contexts keep
+// their split (every part is a mean part).
 //
 // Host time: O(tiles + s_cap), not O(tiles * s_cap) (the plain search took
 // 27 us for 240 decodes at up to 4k keys on the GPU machine's CPU), plus
@@ -245,14 +256,18 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     // Two bounds on the kernel's time; the smaller is the estimate.  Equal
     // parts run in waves; parts of unequal length (a batch of mixed
     // contexts) keep every slot busy until the work runs out, then one
-    // more part: work / slots + tail, tail = the longest part, or with the
-    // tiles longest first (list scheduling in that order) the part that
-    // starts after the first round (at most two rounds of parts) or the
-    // last part (more).
+    // more part: work / slots + tail, tail = the longest part, or past one
+    // round of parts, with the tiles longest first (list scheduling in that
+    // order) the part that starts after the first round (at most two rounds
+    // of parts) or the last part (more), in request order a mean part.
     const int64_t work = heads * (sum_range + items_s * c.dec_cta_keys);
     int64_t tail = longest;
-    if (longest_first && items_s > part_slots)
-      tail = items_s < 2 * part_slots ? chunk_at(s, part_slots) : last_chunk(s);
+    if (items_s > part_slots) {
+      if (longest_first)
+        tail = items_s < 2 * part_slots ? chunk_at(s, part_slots) : last_chunk(s);
+      else
+        tail = (sum_range + items_s - 1) / items_s;  // request order: a part of mean length
+    }
     const int64_t cost = std::min(waves * (longest + c.dec_cta_keys),
                                   (work + c.dec_slots - 1) / c.dec_slots + tail + c.dec_cta_keys) +
                          merge;
