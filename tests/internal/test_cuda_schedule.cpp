@@ -38,11 +38,11 @@ struct Batch {
 // keys), work per slot + tail + CTA keys) + a merge round past 16 parts
 // (tail: see below); the smallest cost wins, ties to fewer
 // splits; stop at the first s past the item / workspace capacity.
-int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
-                        const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before) {
+int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
+                        const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before,
+                        int64_t min_keys, int64_t *cost_out) {
   // ranges / rows: the decode tiles in the order the builder lists them.
   const int64_t heads = c.o.num_kv_heads / c.dec_heads;
-  const int64_t min_keys = static_cast<int64_t>(ranges.size()) * heads <= c.num_sms ? 64 : 256;
   auto split = [&](int64_t range, int64_t s, int64_t *chunk) {
     int64_t st = std::min(s, std::max<int64_t>(1, range / min_keys));
     *chunk = range;
@@ -101,7 +101,20 @@ int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
       best = static_cast<int>(s);
     }
   }
+  *cost_out = best_cost;
   return best;
+}
+// 64-key parts while one part per tile fits the SMs, and then also 256-key
+// parts, whose count wins when it is cheaper.
+int plain_decode_splits(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
+                        const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before) {
+  const int64_t heads = c.o.num_kv_heads / c.dec_heads;
+  int64_t cost = 0, cost_long = 0;
+  if (static_cast<int64_t>(ranges.size()) * heads > c.num_sms)
+    return plain_decode_search(c, ranges, rows, items_before, ws_before, 256, &cost);
+  const int s = plain_decode_search(c, ranges, rows, items_before, ws_before, 64, &cost);
+  const int s_long = plain_decode_search(c, ranges, rows, items_before, ws_before, 256, &cost_long);
+  return cost_long < cost ? s_long : s;
 }
 
 CudaBuilderCfg make_cfg(std::mt19937 &g) {

@@ -203,9 +203,22 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   c.decode = G <= kern::kDecodeRows && o.block_size % kern::kDecodeKeyAlign == 0 &&
              !(dk && std::strcmp(dk, "0") == 0);
   // The decode CTA shape for the cache kind the caller named.
-  c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache_kind_of(o.kv_cache_dtype), o.num_kv_heads, G);
+  const int32_t cache = cache_kind_of(o.kv_cache_dtype);
+  c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache, o.num_kv_heads, G);
   c.dec_rows = kern::kDecodeRows / c.dec_heads;
-  c.dec_longest_first = cache_kind_of(o.kv_cache_dtype) == kern::kCacheAuto;
+  c.dec_longest_first = cache == kern::kCacheAuto;
+  // The cost model counts a CTA's fixed cost and a merge round in keys; a
+  // key of an fp8 cache is half the bytes, so the same time is twice the
+  // keys.  H100, fp8 D128, eager us, 2 rounds, 128 / 256 CTA keys -> 256 /
+  // 512: 16 x 1k-16k 108.5-108.8 -> 106.3-106.5; 240 x 1k-4k 465.5-465.7 ->
+  // 453.1-453.2; 128 x 128-2k 131.6-131.7 -> 125.4-125.6; 48 x 4k-12k
+  // 302.1-302.3 -> 296.2-296.4; 16 x 1k-4k 46.4 -> 44.4; 64 x 512-8k
+  // 232.8-232.9 -> 231.1-231.2; 32 x 256-8k 116.8-117.1 -> 121.1-121.6 (6 ->
+  // 4 parts); 8 x 2k-32k and the equal 8x8192 the same.
+  if (cache != kern::kCacheAuto) {
+    c.dec_cta_keys *= 2;
+    c.dec_merge_keys *= 2;
+  }
   // Resident decode CTAs (the cost model's wave size): from the occupancy
   // API when the decode kernel serves this head size.
   int32_t per_sm = o.head_size >= 256 ? 1 : 2;

@@ -147,7 +147,7 @@ void order_longest_first(CudaScheduleScratch *sc) {
 // by one.
 int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaScheduleScratch::Tile> &dtiles,
                          bool longest_first, int64_t min_keys, int s_cap, int64_t item_room, int64_t ws_room,
-                         std::vector<CudaScheduleScratch::DecBucket> *buckets) {
+                         std::vector<CudaScheduleScratch::DecBucket> *buckets, int64_t *cost_out) {
   using Bucket = CudaScheduleScratch::DecBucket;
   const int G = c.group;
   const int nb = s_cap + 2;  // buckets 1 .. s_cap, and s_cap + 1: never saturated
@@ -276,6 +276,7 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
       best_s = s;
     }
   }
+  *cost_out = best_cost;
   return best_s;
 }
 
@@ -460,14 +461,36 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
     // Parts shorter than kDecShortSplitKeys need CTAs that fit one per SM;
     // when one part per tile is already more, they are out (and the search
     // below stays as short as with kDecShortSplitKeys parts: host time).
-    const int64_t min_ctas = static_cast<int64_t>(dtiles.size()) * (o.num_kv_heads / c.dec_heads);
-    const int64_t min_keys = min_ctas <= c.num_sms ? kDecMinKeysPerSplit : kDecShortSplitKeys;
+    // Otherwise the search with kDecMinKeysPerSplit parts ends where a
+    // tile's parts get short and the CTAs no longer fit, so a second search
+    // with kDecShortSplitKeys parts (short tiles then stop splitting while
+    // the long ones go on) keeps its count when it is cheaper.  H100, D128,
+    // eager us, 3 rounds, one search -> both: bf16 8 x 2k-32k 223.2-223.6
+    // -> 215.3-216.0 (5 -> 9 parts), 16 x 1k-16k 178.8-179.1 ->
+    // 177.8-177.9 (4 -> 5), 16 x 1k-4k 60.4-60.7 -> 60.6-60.9 (3 -> 5); fp8
+    // (with its CTA keys doubled, cuda_create_builder) 16 x 1k-16k
+    // 119.9-120.2 -> 106.3-106.5 (4 -> 8), 8 x 2k-32k 119.8-120.1 -> 122.1-122.3
+    // (8 -> 16); equal contexts keep their count.
     int64_t max_range = 0;
     for (const Tile &t : dtiles) max_range = std::max<int64_t>(max_range, t.kv_hi - t.kv_lo);
-    const int s_cap = static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>(c.dec_max_splits, max_range / min_keys)));
-    best_s = search_decode_splits(c, dtiles, c.dec_longest_first, min_keys, s_cap, c.cap_items - n_items,
-                                  c.ws_rows - ws_next, &scratch->dec_buckets);
+    auto search = [&](int64_t mk, int64_t *cost) {
+      const int s_cap =
+          static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.dec_max_splits, max_range / mk)));
+      return search_decode_splits(c, dtiles, c.dec_longest_first, mk, s_cap, c.cap_items - n_items,
+                                  c.ws_rows - ws_next, &scratch->dec_buckets, cost);
+    };
+    const int64_t min_ctas = static_cast<int64_t>(dtiles.size()) * (o.num_kv_heads / c.dec_heads);
+    int64_t min_keys = min_ctas <= c.num_sms ? kDecMinKeysPerSplit : kDecShortSplitKeys;
+    int64_t cost = 0;
+    best_s = search(min_keys, &cost);
+    if (min_keys < kDecShortSplitKeys) {
+      int64_t cost_long = 0;
+      const int s_long = search(kDecShortSplitKeys, &cost_long);
+      if (cost_long < cost) {
+        best_s = s_long;
+        min_keys = kDecShortSplitKeys;
+      }
+    }
     if (n_items + static_cast<int64_t>(dtiles.size()) > c.cap_items)
       return fail(VATTN_ERR_INTERNAL, "plan item capacity %lld exceeded", (long long)c.cap_items);
     int32_t merge_slot = 0;
