@@ -87,12 +87,21 @@ __device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32
     lo = __byte_perm(w, 0u, 0x1404);  // [0, b0, 0, b1]
     hi = __byte_perm(w, 0u, 0x3424);  // [0, b2, 0, b3]
   } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    // The two halves of w as 16-bit operands of the conversion: ptxas then
+    // reads the high half in place (the intrinsic on w >> 16 cost a shift
+    // per conversion pair, 32 per warp and 16-key tile at head size 128).
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+#else
     const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(
         static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<CACHE>::kInterp);
     const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(
         static_cast<__nv_fp8x2_storage_t>(w >> 16), Fp8<CACHE>::kInterp);
     lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
     hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+#endif
   }
 }
 
@@ -293,9 +302,11 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       }
     };
     // Held in registers up to head size 128 (loaded once per item), else
-    // read from shared memory per tile.  fp8 reads them too: in registers
-    // they cost it a resident CTA per SM and measured no faster.
-    constexpr bool kQReg = HS <= 128 && !kFp8;
+    // read from shared memory per tile.  fp8 at head size 64 reads them too:
+    // in registers they cost it a resident CTA per SM.  fp8 at 128 is held
+    // to two CTAs per SM by its registers either way; per tile it saves 16
+    // shared loads and the moves that put their halves in operand order.
+    constexpr bool kQReg = HS <= 128 && (!kFp8 || HS == 128);
     uint32_t qf[kQReg ? HS / 16 : 1][4];
     if constexpr (kQReg) {
 #pragma unroll
