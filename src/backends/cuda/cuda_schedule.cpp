@@ -409,6 +409,13 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
   parts.clear();
   std::vector<int64_t> &gen_keys = scratch->gen_keys;  // causal bound applied
   gen_keys.clear();
+  // A partial of `ntok` tokens from tok_first for the merge pass: token k's
+  // G workspace rows start at ws_next + k G; the partial takes ntok G rows.
+  auto push_partial = [&](int32_t tok_first, int32_t ntok) {
+    for (int32_t k = 0; k < ntok; ++k)
+      parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
+    ws_next += static_cast<int64_t>(ntok) * G;
+  };
   for (const Tile &t : tiles) {
     const int32_t rows = t.ntok * G;
     const int64_t range = t.kv_hi - t.kv_lo;
@@ -437,12 +444,7 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
       it.ws_base = use_ws ? static_cast<int32_t>(ws_next) : -1;
       it.merge = it.merge_slot = 0;
       gen_keys.push_back(std::max<int64_t>(0, std::min<int64_t>(it.kv_end, t.kv_hi) - it.kv_begin));
-      if (use_ws) {
-        const int32_t tok_first = reqs[t.req].q_start + t.tok0;
-        for (int32_t k = 0; k < t.ntok; ++k)
-          parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
-        ws_next += rows;
-      }
+      if (use_ws) push_partial(reqs[t.req].q_start + t.tok0, t.ntok);
     }
   }
   const int64_t n_gen = n_items;
@@ -514,10 +516,7 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
         if (self_merge) {
           ws_next += rows;
         } else if (s > 1) {
-          const int32_t tok_first = reqs[t.req].q_start;
-          for (int32_t k = 0; k < t.ntok; ++k)
-            parts.push_back(PartRef{tok_first + k, static_cast<int32_t>(ws_next + k * G)});
-          ws_next += rows;
+          push_partial(reqs[t.req].q_start, t.ntok);
         }
       }
       if (self_merge) ++merge_slot;
