@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
   const int kvh = blockIdx.y;
-  const int G = p.group;
   const int n_items = *p.num_items;
   const KVT *kbase = static_cast<const KVT *>(p.k);
   const KVT *vbase = static_cast<const KVT *>(p.v);
@@ -212,14 +211,15 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
     RowCtx rc[MT];
     int head[MT][2];
     const int wrow0 = warp * 16 * MT;  // the warp's first row
+    const RowMap rm = row_map_of(p, it, rq, kvh);  // rows -> tokens and heads
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) rc[mt] = row_ctx_of(p, it, kvh, qpos0, wrow0 + mt * 16, gq, head[mt]);
+    for (int mt = 0; mt < MT; ++mt) rc[mt] = row_ctx_of(p, it, rm, qpos0, wrow0 + mt * 16, gq, head[mt]);
     // The warp's query positions (for tile skipping and the unmasked path).
     const bool warp_active = wrow0 < it.num_rows;
     const bool warp_full = wrow0 + 16 * MT <= it.num_rows;
     const int wlast = (warp_full ? wrow0 + 16 * MT : it.num_rows) - 1;
-    const int wqmin = qpos0 + (it.q_row0 + wrow0) / G;
-    const int wqmax = qpos0 + (it.q_row0 + (warp_active ? wlast : wrow0)) / G;
+    const int wqmin = qpos0 + rm.token(wrow0);
+    const int wqmax = qpos0 + rm.token(warp_active ? wlast : wrow0);
 
     float o[MT][DF][4];
 #pragma unroll

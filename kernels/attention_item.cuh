@@ -145,13 +145,17 @@ struct RowMap {
   int64_t tok_base;  // q_start + t0
   int t0, h_base, x0, G;  // t0 = q_row0 / G, x0 = q_row0 % G
   float inv_g;
+  __device__ __forceinline__ int quot(int x) const {  // x / G, 0 <= x < G + 2^16
+    return __float2int_rz((static_cast<float>(x) + 0.5f) * inv_g);
+  }
   // Row `row`: its token's index in the request (lr / G) and its head.
   __device__ __forceinline__ void at(int row, int *t, int *h) const {
     const int x = x0 + row;
-    const int tt = __float2int_rz((static_cast<float>(x) + 0.5f) * inv_g);
+    const int tt = quot(x);
     *t = t0 + tt;
     *h = h_base + (x - tt * G);
   }
+  __device__ __forceinline__ int token(int row) const { return t0 + quot(x0 + row); }
   __device__ __forceinline__ void of(int row, int64_t *tok, int *h) const {
     int t;
     at(row, &t, h);
@@ -183,39 +187,23 @@ __device__ __forceinline__ const T *q_row_chunk(const AttnParams &p, const AttnI
          ch * 8;
 }
 
-// Row contexts of this thread's rows row0 + gq and row0 + gq + 8 of an item
-// (heads written to head[2]).
-// Row context i of this thread: item row `row` of KV head kvh (*head: its
-// query head).
-__device__ __forceinline__ void row_ctx_set(const AttnParams &p, const AttnItem &it, int kvh, int qpos0,
+// Row context i of this thread: item row `row` (*head: its query head),
+// from the item's RowMap for its KV head (no integer division).
+__device__ __forceinline__ void row_ctx_set(const AttnParams &p, const AttnItem &it, const RowMap &rm, int qpos0,
                                             int row, int i, RowCtx *rc, int *head) {
-  const int G = p.group;
   rc->valid[i] = row < it.num_rows;
-  const int lr = it.q_row0 + (rc->valid[i] ? row : 0);
-  rc->qpos[i] = qpos0 + lr / G;
-  *head = kvh * G + lr % G;
+  int t;
+  rm.at(rc->valid[i] ? row : 0, &t, head);
+  rc->qpos[i] = qpos0 + t;
   rc->slope[i] = p.alibi ? p.alibi[*head] : 0.f;
 }
-__device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem &it, int kvh,
-                                             int qpos0, int row0, int gq, int (&head)[2]) {
-  RowCtx rc;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) row_ctx_set(p, it, kvh, qpos0, row0 + gq + 8 * i, i, &rc, &head[i]);
-  return rc;
-}
-// The same from the item's RowMap (no integer division).
+// Row contexts of this thread's rows row0 + gq and row0 + gq + 8 of an item
+// (heads written to head[2]).
 __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem &it, const RowMap &rm,
                                              int qpos0, int row0, int gq, int (&head)[2]) {
   RowCtx rc;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = row0 + gq + 8 * i;
-    rc.valid[i] = row < it.num_rows;
-    int t;
-    rm.at(rc.valid[i] ? row : 0, &t, &head[i]);
-    rc.qpos[i] = qpos0 + t;
-    rc.slope[i] = p.alibi ? p.alibi[head[i]] : 0.f;
-  }
+  for (int i = 0; i < 2; ++i) row_ctx_set(p, it, rm, qpos0, row0 + gq + 8 * i, i, &rc, &head[i]);
   return rc;
 }
 

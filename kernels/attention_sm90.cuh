@@ -577,11 +577,8 @@ __global__ void __launch_bounds__(384, 1)
     const bool warp_active = wrow0 < it.num_rows;
     const bool warp_full = wrow0 + 16 <= it.num_rows;
     const int wlast = (warp_full ? wrow0 + 16 : it.num_rows) - 1;
-    int wqmin, wqmax, h_;
-    rm.at(wrow0, &wqmin, &h_);
-    rm.at(warp_active ? wlast : wrow0, &wqmax, &h_);
-    wqmin += qpos0;
-    wqmax += qpos0;
+    const int wqmin = qpos0 + rm.token(wrow0);
+    const int wqmax = qpos0 + rm.token(warp_active ? wlast : wrow0);
     // The unit's tiles t_lo <= t < t_hi are visible to every row of the warp
     // (no masks): key k0 + BN - 1 < kend, causal and right-window bounds of
     // the warp's first row, left-window bound of its last.
