@@ -189,8 +189,8 @@ __device__ __forceinline__ const T *q_row_chunk(const AttnParams &p, const AttnI
 
 // Row context i of this thread: item row `row` (*head: its query head),
 // from the item's RowMap for its KV head (no integer division).
-__device__ __forceinline__ void row_ctx_set(const AttnParams &p, const AttnItem &it, const RowMap &rm, int qpos0,
-                                            int row, int i, RowCtx *rc, int *head) {
+__device__ __forceinline__ void row_ctx_set(const AttnParams &p, const AttnItem &it, const RowMap &rm,
+                                            int qpos0, int row, int i, RowCtx *rc, int *head) {
   rc->valid[i] = row < it.num_rows;
   int t;
   rm.at(rc->valid[i] ? row : 0, &t, head);

@@ -183,7 +183,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       rc = row_ctx_of(p, it, row_map_of(p, it, rq, kvh), ik.qpos0, 0, gq, head);
     } else {  // rows gq and gq + 8: item row gq of heads kvh and kvh + 1
 #pragma unroll
-      for (int i = 0; i < 2; ++i) row_ctx_set(p, it, row_map_of(p, it, rq, kvh + i), ik.qpos0, gq, i, &rc, &head[i]);
+      for (int i = 0; i < 2; ++i)
+        row_ctx_set(p, it, row_map_of(p, it, rq, kvh + i), ik.qpos0, gq, i, &rc, &head[i]);
     }
     const int kstart = ik.kstart, kend = ik.kend;
     const int nw = ik.ntiles > warp ? (ik.ntiles - warp + S::kWarps - 1) / S::kWarps : 0;

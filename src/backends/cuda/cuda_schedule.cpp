@@ -454,9 +454,9 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
     return fail(VATTN_ERR_OUT_OF_MEMORY, "plan build: out of host memory");
 
   // ---- decode items: pick one split count s for the batch (each tile uses
-  // min(s, range / min_keys) chunks) minimising the modelled time
-  // waves(s) * (longest chunk + CTA overhead) (+ the merge cost), within the
-  // plan's workspace and item capacity; ties go to fewer splits.
+  // min(s, range / min_keys) chunks) minimising the modelled time of
+  // search_decode_splits, within the plan's workspace and item capacity;
+  // ties go to fewer splits.
   int best_s = 1;
   if (c.dec_longest_first) order_longest_first(scratch);
   if (!dtiles.empty()) {
