@@ -78,9 +78,12 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     // slots, tiles longest first: the first part of the second round (up to
     // two rounds) or the last part; request order: a part of mean length.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
+    // S of the R resident CTAs keep the memory busy: with more at once each
+    // runs at S / (CTAs running).
+    const int64_t R = c.dec_slots, S = c.dec_sat_slots > 0 ? std::min<int64_t>(c.dec_sat_slots, R) : R;
     int64_t keys = 0;
     for (int64_t r : ranges) keys += r;
-    const int64_t per_slot = (heads * (keys + items * c.dec_cta_keys) + c.dec_slots - 1) / c.dec_slots;
+    const int64_t per_slot = (heads * (keys + items * c.dec_cta_keys) + S - 1) / S;
     const int64_t round = (c.dec_slots + heads - 1) / heads;  // parts per round of slots
     int64_t tail = longest;
     if (c.dec_longest_first && items > round) {
@@ -94,8 +97,15 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     } else if (items > round) {
       tail = (keys + items - 1) / items;  // request order: the mean part
     }
-    const int64_t cost = std::min(waves * (longest + c.dec_cta_keys), per_slot + tail + c.dec_cta_keys) +
-                         (parts > 16 ? c.dec_merge_keys : 0);
+    // An SM's CTAs share its part of the bandwidth: S / num_sms of them use
+    // it fully, and the most loaded SM sets the pace of equal parts.
+    const int64_t k = std::max<int64_t>(1, S / c.num_sms), sm_load = (ctas + c.num_sms - 1) / c.num_sms;
+    const int64_t one = longest + c.dec_cta_keys;  // the longest part alone
+    const int64_t equal = one * std::max(waves * k, sm_load) / k;
+    int64_t mixed = per_slot + tail + c.dec_cta_keys;
+    if (S < R) mixed = std::max(mixed, one * std::max(std::min(sm_load, R / c.num_sms), k) / k);
+    const int64_t cost = std::min(equal, mixed) + (parts > 16 ? c.dec_merge_keys : 0) +
+                         (S < R && s > 1 ? c.dec_cta_keys : 0);
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
       best = static_cast<int>(s);
@@ -136,7 +146,8 @@ CudaBuilderCfg make_cfg(std::mt19937 &g) {
   c.decode = g() % 8 != 0;
   c.dec_heads = (kvh % 2 == 0 && G <= 8 && g() % 3 == 0) ? 2 : 1;
   c.dec_rows = 16 / c.dec_heads;
-  c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 3));
+  c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 4));
+  c.dec_sat_slots = g() % 2 ? std::min<int32_t>(c.dec_slots, 2 * c.num_sms) : 0;  // 16-bit / fp8 cache
   c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
   c.dec_longest_first = g() % 2 != 0;
   c.group = G;

@@ -268,9 +268,22 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
       else
         tail = (sum_range + items_s - 1) / items_s;  // request order: a part of mean length
     }
-    const int64_t cost = std::min(waves * (longest + c.dec_cta_keys),
-                                  (work + c.dec_slots - 1) / c.dec_slots + tail + c.dec_cta_keys) +
-                         merge;
+    // With fewer saturating slots S than resident ones R (a 16-bit cache at
+    // head size 64: 2 of 4 CTAs per SM), an SM's k = S / SMs CTAs already
+    // take its share of the bandwidth and more resident ones divide it: the
+    // equal parts' bound follows the most loaded SM (ceil(ctas / SMs) CTAs
+    // at k per time unit, at least `waves` units), the work is done by S
+    // slots, and the longest part runs at its SM's share (crit).  A split
+    // then also pays a part's fixed cost for its merge.  S == R leaves the
+    // bounds as they were (16-bit D128 and D256, fp8).
+    const int64_t R = c.dec_slots, S = c.dec_sat_slots > 0 ? std::min<int64_t>(c.dec_sat_slots, R) : R;
+    const int64_t k = std::max<int64_t>(1, S / c.num_sms);
+    const int64_t one = longest + c.dec_cta_keys;  // the longest part alone
+    const int64_t sm_load = (ctas + c.num_sms - 1) / c.num_sms;
+    const int64_t equal = one * std::max(waves * k, sm_load) / k;
+    const int64_t crit = one * std::max(std::min(sm_load, R / c.num_sms), k) / k;
+    const int64_t mixed = std::max((work + S - 1) / S + tail + c.dec_cta_keys, S < R ? crit : 0);
+    const int64_t cost = std::min(equal, mixed) + merge + (S < R && s > 1 ? c.dec_cta_keys : 0);
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
       best_s = s;

@@ -51,6 +51,9 @@ struct CudaBuilderCfg {
   int32_t num_sms = 0, max_splits = 0;
   bool decode = false;  // decode items scheduled for the decode kernel
   int32_t dec_slots = 0, dec_max_splits = 0;
+  // Decode CTAs that keep the memory busy (<= dec_slots; 0: dec_slots):
+  // more resident CTAs share the bandwidth instead of adding to it.
+  int32_t dec_sat_slots = 0;
   // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
   // decode item may hold (16, or one head's 8 when a CTA runs two heads).
   int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
