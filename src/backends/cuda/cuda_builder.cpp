@@ -236,7 +236,7 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   // 103.7-104.1 -> 100.4-100.7 (2 -> 1 parts); 8x8192 56.4-56.5 ->
   // 55.6-55.8; 1x32768 34.3 -> 33.8-34.0; 1x16384 22.6-23.0 -> 22.0-22.2;
   // 4x4096 21.5-21.8 -> 21.1-21.4; 8 x 2k-32k 121.3-121.8 -> 117.6-117.9;
-  // 240 x 1k-4k 450.0 -> 441.8-442.5; 48 x 4k-12k 293.3-293.7 ->
+  // 240 x 1k-4k 449.8-450.1 -> 441.8-442.5; 48 x 4k-12k 293.3-293.7 ->
   // 291.4-291.6; 2x16384, 64x2048 and 16 x 1k-16k the same.
   c.dec_sat_slots = cache == kern::kCacheAuto ? c.num_sms * std::min<int32_t>(per_sm, 2) : 0;
   c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
