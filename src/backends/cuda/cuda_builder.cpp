@@ -229,9 +229,10 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   }
   c.dec_slots = c.num_sms * per_sm;
   // A 16-bit cache is read at the memory's pace by two CTAs per SM; the
-  // four that fit at head size 64 share that bandwidth (fp8 decode is bound
-  // by each warp's latency instead, and every resident CTA adds to it).
-  // The split model then splits less (search_decode_splits).  H100, bf16
+  // four that fit at head size 64 share that bandwidth, and the split model
+  // then splits less (search_decode_splits).  fp8 caches keep S = R and
+  // their split counts: fp8 decode stays below the memory's pace, and more
+  // resident CTAs do not speed it up (docs/benchmarks.md).  H100, bf16
   // D64, eager us, 3 rounds, 4 -> 2 saturating CTAs per SM: 32x4096
   // 103.7-104.1 -> 100.4-100.7 (2 -> 1 parts); 8x8192 56.4-56.5 ->
   // 55.6-55.8; 1x32768 34.3 -> 33.8-34.0; 1x16384 22.6-23.0 -> 22.0-22.2;
