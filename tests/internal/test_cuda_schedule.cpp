@@ -32,12 +32,12 @@ struct Batch {
 };
 
 // The cost model of cuda_schedule.cpp, restated: one split count s for all
-// decode tiles, parts of >= min_keys keys (64 only while one part per tile
-// fits one CTA per SM), chunks aligned to 16 keys, parts under 256 keys
-// only while the CTAs fit one per SM, cost min(waves * (longest + CTA
-// keys), work per slot + tail + CTA keys) + a merge round past 16 parts
-// (tail: see below); the smallest cost wins, ties to fewer
-// splits; stop at the first s past the item / workspace capacity.
+// decode tiles, parts of >= min_keys keys, chunks aligned to 16 keys, parts
+// under 256 keys only while the CTAs fit one per SM, cost min(equal parts'
+// bound, work per saturating slot + tail + CTA keys) + a merge round past 16
+// parts (the S < R terms and the tail: see below); the smallest cost wins,
+// ties to fewer splits; stop at the first s past the item / workspace
+// capacity.  plain_decode_splits picks min_keys as the builder does.
 int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
                         const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before,
                         int64_t min_keys, int64_t *cost_out) {
