@@ -81,7 +81,7 @@ int sm90_max_ctas() {
   return env_cap > 0 && env_cap < n ? env_cap : n;
 }
 
-void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
+void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes) {
   std::memset(m, 0, sizeof(*m));
   // VATTN_CUDA_SM90_TMA=0 copies every row with cp.async (tests cover both).
   static const bool env_on = env_switch_on("VATTN_CUDA_SM90_TMA");
@@ -99,11 +99,12 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
   // heads][head size] as [1][rows][kv heads][head size].  Coordinates are
   // 32-bit.
   const int64_t rows = p.paged ? p.block_size : p.kv_extent, outer = p.paged ? p.kv_extent : 1;
-  if (!env_on || encode == nullptr || (p.paged && p.block_size % 16 != 0) || rows < 16 || outer < 1 ||
+  if (!env_on || encode == nullptr || (elem_bytes != 1 && elem_bytes != 2) || hs * elem_bytes % 128 != 0 ||
+      (p.paged && p.block_size % 16 != 0) || rows < 16 || outer < 1 ||
       rows * outer > (int64_t{1} << 31) - 1)
     return;
   auto one = [&](CUtensorMap *map, const void *base, int64_t s_block, int64_t s_tok, int64_t s_head) {
-    constexpr int64_t E = 2;  // 16-bit elements
+    const int64_t E = elem_bytes;
     if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
     const int64_t st[3] = {s_head * E, s_tok * E, p.paged ? s_block * E : rows * s_tok * E};
     for (int64_t x : st)
@@ -112,9 +113,10 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m) {
                                 static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(outer)};
     const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]), static_cast<cuuint64_t>(st[1]),
                                    static_cast<cuuint64_t>(st[2])};
-    const cuuint32_t box[4] = {64, 1, 16, 1};
+    const cuuint32_t box[4] = {static_cast<cuuint32_t>(128 / E), 1, 16, 1};  // 128-byte rows
     const cuuint32_t estr[4] = {1, 1, 1, 1};
-    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(base), dims, strides, box, estr,
+    const CUtensorMapDataType dt = E == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    return encode(map, dt, 4, const_cast<void *>(base), dims, strides, box, estr,
                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   };

@@ -4,6 +4,7 @@
 // parallel (6 kernels per translation unit per architecture).
 #pragma once
 
+#include <cstring>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -84,26 +85,68 @@ cudaError_t attention_launch_tc(const AttnParams &p, int hs, int grid_x, cudaStr
 
 // NH: KV heads per CTA, the plan's decode_kv_heads_per_cta; the two-head
 // kernel exists where decode_two_head_kernel says (with_decode_kernel).
+// The TMA instance (K / V tiles as TMA boxes) serves one-head CTAs whose
+// key rows are >= 128 bytes (16-bit caches; fp8 at head size >= 128) when
+// sm90_attention_enabled() (compute capability 9.0; VATTN_CUDA_SM90=0
+// turns it off with the Hopper prefill) and the launch's tensor maps encode
+// (sm90_kv_maps; VATTN_CUDA_SM90_TMA=0 turns TMA off); otherwise the
+// cp.async instance runs.  Occupancy is read from the TMA instance where it
+// may run.
+template <int CACHE, int HS, int NH>
+constexpr bool has_decode_tma() {
+  return NH == 1 && (CACHE == kCacheAuto || HS >= 128);  // key rows of >= 128 bytes
+}
+
+template <class T, int CACHE, int HS, int NH, bool TMA>
+cudaError_t decode_prepare_one() {
+  return cudaFuncSetAttribute(decode_kernel<T, CACHE, HS, NH, TMA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(DecShape<HS, CACHE, NH, TMA>::smem_bytes()));
+}
+
 template <class T, int CACHE, int HS, int NH>
 cudaError_t decode_prepare_hs() {
-  return cudaFuncSetAttribute(decode_kernel<T, CACHE, HS, NH>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(DecShape<HS, CACHE, NH>::smem_bytes()));
+  if constexpr (has_decode_tma<CACHE, HS, NH>()) {
+    if (sm90_attention_enabled()) {
+      const cudaError_t e = decode_prepare_one<T, CACHE, HS, NH, true>();
+      if (e != cudaSuccess) return e;
+    }
+  }
+  return decode_prepare_one<T, CACHE, HS, NH, false>();
 }
 
 template <class T, int CACHE, int HS, int NH>
 cudaError_t decode_occupancy_hs(int *ctas) {
   cudaError_t e = decode_prepare_hs<T, CACHE, HS, NH>();
   if (e != cudaSuccess) return e;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, decode_kernel<T, CACHE, HS, NH>,
+  if constexpr (has_decode_tma<CACHE, HS, NH>()) {
+    if (sm90_attention_enabled())
+      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, decode_kernel<T, CACHE, HS, NH, true>,
+                                                           DecShape<HS, CACHE, NH, true>::kThreads,
+                                                           DecShape<HS, CACHE, NH, true>::smem_bytes());
+  }
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, decode_kernel<T, CACHE, HS, NH, false>,
                                                        DecShape<HS, CACHE, NH>::kThreads,
                                                        DecShape<HS, CACHE, NH>::smem_bytes());
 }
 
 template <class T, int CACHE, int HS, int NH>
 cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
-  decode_kernel<T, CACHE, HS, NH><<<dim3(p.num_kv_heads / NH, grid_x), DecShape<HS, CACHE, NH>::kThreads,
-                                    DecShape<HS, CACHE, NH>::smem_bytes(), s>>>(p);
+  const dim3 grid(p.num_kv_heads / NH, grid_x);
+  Sm90KvMaps maps;
+  std::memset(&maps, 0, sizeof(maps));
+  if constexpr (has_decode_tma<CACHE, HS, NH>()) {
+    if (p.paged && sm90_attention_enabled()) {
+      sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1);
+      if (maps.use != 0) {
+        decode_kernel<T, CACHE, HS, NH, true>
+            <<<grid, DecShape<HS, CACHE, NH, true>::kThreads, DecShape<HS, CACHE, NH, true>::smem_bytes(), s>>>(p,
+                                                                                                              maps);
+        return cudaGetLastError();
+      }
+    }
+  }
+  decode_kernel<T, CACHE, HS, NH, false>
+      <<<grid, DecShape<HS, CACHE, NH>::kThreads, DecShape<HS, CACHE, NH>::smem_bytes(), s>>>(p, maps);
   return cudaGetLastError();
 }
 

@@ -141,9 +141,10 @@ struct Sm90KvMaps {
   CUtensorMap k, v;
   int32_t use, seg_rows;
 };
-// Host (attention.cu): fills *m for p (16-bit elements); m->use = 0 when
-// TMA cannot serve p.
-void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m);
+// Host (attention.cu): fills *m for p; m->use = 0 when TMA cannot serve p.
+// elem_bytes 2: 16-bit elements, boxes of [16 rows][64]; 1 (the decode
+// kernel's fp8 caches): bytes, boxes of [16 rows][128].
+void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m, int elem_bytes = 2);
 
 template <class T, int HS>
 __global__ void __launch_bounds__(384, 1)

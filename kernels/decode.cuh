@@ -19,17 +19,30 @@
 // warp w takes the 16-key tiles w, w + 4, w + 8, ... (a tile never crosses a
 // cache block: block_size is a multiple of 16 and item key ranges start at
 // multiples of 16).
-// Each warp streams its tiles through its own NST-stage cp.async pipeline
-// (16-byte copies; no CTA barrier in the loop), computes S = Q K^T and
-// O += P V with mma.m16n8k16 and keeps its own online-softmax state; the
-// block ids of its next 32 tiles sit one per lane in a register.  At the
-// end the four partial states are merged through shared memory and the
-// item's rows are written (final output, or fp32 partials + LSE for the
-// plan's merge pass), exactly as attention_kernel writes them.
+// Each warp streams its tiles through its own NST-stage pipeline (no CTA
+// barrier in the loop; 16-byte cp.async copies, or TMA boxes in the TMA
+// instance below), computes S = Q K^T and O += P V with mma.m16n8k16 and
+// keeps its own online-softmax state; the block ids of its next 32 tiles
+// sit one per lane in a register.  At the end the four partial states are
+// merged through shared memory and the item's rows are written (final
+// output, or fp32 partials + LSE for the plan's merge pass), exactly as
+// attention_kernel writes them.
 //
-// fp8 caches: the raw bytes are staged by cp.async and decoded exactly to
-// fp16 in registers while the mma operands are loaded (no 16-bit copy in
-// shared memory): e5m2 is the high byte of an fp16 (one byte permute per
+// The TMA instance (launch: compute capability 9.0, one KV head per CTA,
+// key rows of >= 128 bytes, tensor maps that encode; sm90_kv_maps): lane 0
+// of a warp asks for a tile's K and V as boxes of [16 rows][128 bytes]
+// (128-byte swizzle), all 16 rows of the cache block, on the stage's
+// mbarrier; rows past the item's keys are masked in S and zeroed in V when
+// they land.  Fewer instructions per tile than 16 cp.async per lane, and
+// faster: H100, same-run A/B against cp.async, eager us, 2 rounds: bf16
+// 32x4096 187.7-188.1 -> 184.2-184.3, 128x1024 190.7 -> 187.3-187.5, D64
+// 32x4096 100.7-100.8 -> 96.0-96.2, D256 372.3-372.5 -> 364.7-365.3; fp8
+// 8x8192 57.5-57.6 -> 55.1-55.2, 32x4096 103.1-103.7 -> 97.8-97.9, D256
+// 32x4096 226.6-228.3 -> 201.8-203.4; bf16 1x32768 54.6-54.9 -> 54.8-55.0.
+//
+// fp8 caches: the raw bytes are staged (cp.async or TMA) and decoded
+// exactly to fp16 in registers while the mma operands are loaded (no 16-bit
+// copy in shared memory): e5m2 is the high byte of an fp16 (one byte permute per
 // pair), e4m3 uses the packed fp8x2 -> f16x2 conversion (one instruction on
 // sm_89+).  Both products use fp16 mma (Q is converted to fp16 once per item,
 // exact for |q| in [2^-14, 65504]; P in fp16 is at least as precise as in
@@ -45,13 +58,14 @@
 #include <type_traits>
 
 #include "attention.cuh"
+#include "attention_sm90.cuh"  // Sm90KvMaps, the TMA and mbarrier helpers
 
 namespace vattn {
 namespace kern {
 
 // NH: KV heads per CTA (decode_kv_heads_per_cta): a staged key row holds
 // the NH adjacent heads' rows of that key, head after head.
-template <int HS, int CACHE, int NH = 1>
+template <int HS, int CACHE, int NH = 1, bool TMA = false>
 struct DecShape {
   static constexpr int KT = 16;  // keys per warp tile
   static constexpr int kWarps = 4;
@@ -68,7 +82,12 @@ struct DecShape {
   // residency from the occupancy API (decode_ctas_per_sm).
   static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? 2 : 3) : (kFp8 ? 4 : 2);
   static constexpr int RAW_ROW = kFp8 ? NH * HS + 16 : KSROW * 2;  // bytes per staged key row
-  static constexpr int STAGE = 2 * KT * RAW_ROW;              // K rows then V rows
+  // TMA: a stage is K then V, each NB boxes of 16 key rows x 128 bytes
+  // (64 dims of a 16-bit cache, 128 of fp8; 128-byte swizzle, 1024-byte
+  // aligned).
+  static constexpr int BOX = KT * 128;
+  static constexpr int NB = HS * (kFp8 ? 1 : 2) / 128;
+  static constexpr int STAGE = TMA ? 2 * NB * BOX : 2 * KT * RAW_ROW;  // K rows then V rows
   static constexpr int WARP_BYTES = NST * STAGE;
   static constexpr int Q_BYTES = 16 * SROW * 2;
   // Epilogue exchange: the warps' O rows at a stride of HS + 8 floats (the
@@ -77,7 +96,9 @@ struct DecShape {
   static constexpr int RED_ROW = HS + 8;
   static constexpr int RED_BYTES = kWarps * 16 * (RED_ROW + 2) * 4;
   static constexpr int BODY = kWarps * WARP_BYTES > RED_BYTES ? kWarps * WARP_BYTES : RED_BYTES;
-  static constexpr size_t smem_bytes() { return static_cast<size_t>(Q_BYTES + BODY); }
+  // TMA: [body][Q][mbarriers: kWarps x NST], + 1 KiB to align the body.
+  static constexpr int BAR_BYTES = TMA ? kWarps * NST * 8 : 0;
+  static constexpr size_t smem_bytes() { return static_cast<size_t>(Q_BYTES + BODY + (TMA ? BAR_BYTES + 1024 : 0)); }
 };
 
 // Four fp8 bytes [b0 b1 b2 b3] -> lo = f16x2(b0, b1), hi = f16x2(b2, b3), exact.
@@ -105,14 +126,54 @@ __device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32
   }
 }
 
+// The TMA instance's primitives (wgmma.cuh, compiled for sm_90a only;
+// other targets never launch that instance and see empty bodies).
+// dec_bars_init: NST one-arrival barriers at bar0, bar0 + 8, ...
+template <int NST>
+__device__ __forceinline__ void dec_bars_init(uint32_t bar0) {
+#if VATTN_SM90A
+#pragma unroll
+  for (int st = 0; st < NST; ++st) mbar_init(bar0 + 8 * st, 1);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// Generic-proxy writes to shared memory before later async-proxy ones.
+__device__ __forceinline__ void dec_fence_proxy() {
+#if VATTN_SM90A
+  fence_proxy_async_if(true);
+#endif
+}
+__device__ __forceinline__ void dec_bar_wait(uint32_t bar, uint32_t parity) {
+#if VATTN_SM90A
+  mbar_wait(bar, parity);
+#endif
+}
+// One tile of one KV head: key rows [row, row + 16) of cache block blk,
+// K then V, each NB boxes of 16 rows x 128 bytes (E-byte elements) at dst;
+// completes on bar.
+template <int NB, int E>
+__device__ __forceinline__ void dec_tma_tile(const Sm90KvMaps &maps, uint32_t dst, uint32_t bar, int kvh, int row,
+                                             int blk, uint64_t pol) {
+#if VATTN_SM90A
+  constexpr int BOX = 16 * 128;
+  mbar_arrive_expect_tx(bar, 2 * NB * BOX);
+#pragma unroll
+  for (int cb = 0; cb < NB; ++cb) {
+    tma_load_4d_pol(dst + cb * BOX, &maps.k, cb * (128 / E), kvh, row, blk, bar, pol);
+    tma_load_4d_pol(dst + (NB + cb) * BOX, &maps.v, cb * (128 / E), kvh, row, blk, bar, pol);
+  }
+#endif
+}
+
 // NH = 2: CTA (x, y) runs KV heads 2x and 2x + 1 on items of at most 8 rows
 // (one head's): Q row r of the CTA is item row r % 8 of head 2x + r / 8, so
 // the mma rows gq / gq + 8 of a lane belong to the two heads, and each
 // product runs once per head with the other head's A rows zeroed.
-template <class T, int CACHE, int HS, int NH = 1>
-__global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
-  using S = DecShape<HS, CACHE, NH>;
+template <class T, int CACHE, int HS, int NH, bool TMA>
+__device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMaps &maps) {
+  using S = DecShape<HS, CACHE, NH, TMA>;
   static_assert(NH == 1 || NH == 2, "one or two KV heads per CTA");
+  static_assert(!TMA || (NH == 1 && S::NB >= 1), "TMA boxes: one KV head, rows of >= 128 bytes");
   constexpr int KT = S::KT, SROW = S::SROW, KSROW = S::KSROW, NST = S::NST;
   constexpr int DF = HS / 8;
   constexpr bool kFp8 = S::kFp8;
@@ -126,10 +187,26 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 
   extern __shared__ uint4 smem_u4[];
   char *smem = reinterpret_cast<char *>(smem_u4);
-  MT *sQ = reinterpret_cast<MT *>(smem);
-  char *body = smem + S::Q_BYTES;
+  MT *sQ;
+  char *body;
+  if constexpr (TMA) {  // swizzled boxes: the body starts 1024-byte aligned
+    smem += (1024u - (smem_u32(smem) & 1023u)) & 1023u;
+    body = smem;
+    sQ = reinterpret_cast<MT *>(smem + S::BODY);
+  } else {
+    sQ = reinterpret_cast<MT *>(smem);
+    body = smem + S::Q_BYTES;
+  }
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // TMA: this warp's stage barriers (one arrival: lane 0's, with the
+  // stage's bytes); bit s of ph is the parity stage s waits for next.
+  uint32_t bar0 = 0, ph = 0;
+  if constexpr (TMA) {
+    bar0 = smem_u32(smem + S::BODY + S::Q_BYTES) + warp * NST * 8;
+    if (lane == 0) dec_bars_init<NST>(bar0);
+    __syncwarp();
+  }
   const int gq = lane >> 2, tq = lane & 3;
   const int kvh = blockIdx.x * NH;  // the CTA's (first) KV head
   // Q row r of the CTA: item row r (NH = 1) or r % 8 of KV head kvh + r / 8.
@@ -176,6 +253,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     const ItemKeys &ik = ic.ik;
     const int32_t *bt_row = ic.bt_row;
 
+    // TMA: the previous item's generic writes to the body (epilogue, merge)
+    // come before this item's boxes land there.
+    if constexpr (TMA) dec_fence_proxy();
     __syncthreads();  // the previous item is done with shared memory
     int head[2];
     RowCtx rc;
@@ -239,6 +319,16 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       const int k0 = tile_key(kstart, t);
       const int64_t blk = __shfl_sync(0xffffffffu, blk_reg, t & 31);
       const int64_t off0 = __shfl_sync(0xffffffffu, off_reg, t & 31);
+      if constexpr (TMA) {
+        // Lane 0: the tile's K and V boxes (all 16 rows of the block: rows
+        // past the item's keys are masked in S and zeroed in V on arrival).
+        static_assert(!TMA || S::STAGE == 2 * S::NB * 16 * 128, "dec_tma_tile's bytes");
+        if (lane == 0)
+          dec_tma_tile<S::NB, sizeof(KVT)>(maps, smem_u32(wbase) + st_next * S::STAGE, bar0 + 8 * st_next, kvh,
+                           static_cast<int>(off0), static_cast<int>(blk), pol);
+        st_next = st_next + 1 == NST ? 0 : st_next + 1;
+        return;
+      }
       const char *kp = reinterpret_cast<const char *>(kbase) +
                        (blk * p.k_stride_block + off0 * p.k_stride_tok) * sizeof(KVT) + k_lane;
       const char *vp = reinterpret_cast<const char *>(vbase) +
@@ -264,7 +354,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
     for (int s = 0; s < NST - 1; ++s) {
       if (s < nw) issue(s);
-      cp_async_commit();
+      if constexpr (!TMA) cp_async_commit();
     }
     // Q after the first K/V copies are in flight: its load latency overlaps
     // theirs (a CTA's prologue is a visible share of a short item).
@@ -338,12 +428,32 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
     int st_use = 0;  // stage of tile t
     for (int t = 0; t < nw; ++t) {
       if (t + NST - 1 < nw) issue(t + NST - 1);
-      cp_async_commit();
-      cp_async_wait_group<NST - 1>();
-      __syncwarp();
+      if constexpr (TMA) {
+        dec_bar_wait(bar0 + 8 * st_use, (ph >> st_use) & 1u);
+        ph ^= 1u << st_use;
+      } else {
+        cp_async_commit();
+        cp_async_wait_group<NST - 1>();
+        __syncwarp();
+      }
       const char *st = wbase + st_use * S::STAGE;
       st_use = st_use + 1 == NST ? 0 : st_use + 1;
       const int k0 = tile_key(kstart, t);
+      if constexpr (TMA) {
+        // V rows past the item's keys hold whatever the block holds; P is 0
+        // there, and 0 x (inf or NaN) is not, so they become zeros.  The
+        // fence orders these generic writes before the stage's next box.
+        const int nv = kend - k0;
+        if (nv < KT) {
+          for (int e = lane; e < (KT - nv) * S::NB * 8; e += 32) {
+            const int r = nv + e / (S::NB * 8), c = e % (S::NB * 8);
+            *reinterpret_cast<uint4 *>(const_cast<char *>(st) + (S::NB + c / 8) * S::BOX + r * 128 +
+                                       (c % 8) * 16) = make_uint4(0, 0, 0, 0);
+          }
+          dec_fence_proxy();
+          __syncwarp();
+        }
+      }
 
       // ---- S = Q K^T (16 rows x 16 keys)
       float s[2][4];
@@ -361,8 +471,16 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
           for (int h = 0; h < NH; ++h) {
             uint32_t ah[4];
             head_rows(a, h, ah);
-            const uint32_t w0 = *reinterpret_cast<const uint32_t *>(kr0 + h * HS + kk * 16);
-            const uint32_t w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + h * HS + kk * 16);
+            uint32_t w0, w1;
+            if constexpr (TMA) {  // rows gq and gq + 8: 16-byte chunk kk % 8 ^ gq of box kk / 8
+              const uint8_t *kb = reinterpret_cast<const uint8_t *>(st) + (kk / 8) * S::BOX + gq * 128 +
+                                  (((kk & 7) ^ gq) << 4) + 4 * tq;
+              w0 = *reinterpret_cast<const uint32_t *>(kb);
+              w1 = *reinterpret_cast<const uint32_t *>(kb + 8 * 128);
+            } else {
+              w0 = *reinterpret_cast<const uint32_t *>(kr0 + h * HS + kk * 16);
+              w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + h * HS + kk * 16);
+            }
             uint32_t b0, b1, b2, b3;
             dec_fp8x4_to_h2<CACHE>(w0, b0, b1);
             dec_fp8x4_to_h2<CACHE>(w1, b2, b3);
@@ -380,7 +498,11 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
           for (int h = 0; h < NH; ++h) {
             uint32_t ah[4], b[4];
             head_rows(a, h, ah);
-            ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * KSROW + h * HS + kk * 16 + 8 * ((lane >> 3) & 1));
+            if constexpr (TMA)  // key row (lane & 7) + 8 (lane >> 4), 16-byte chunk 2 (kk % 4) + bit 3
+              ldmatrix_x4(b, st + (kk / 4) * S::BOX + ((lane & 7) + 8 * (lane >> 4)) * 128 +
+                                 ((((kk & 3) * 2 + ((lane >> 3) & 1)) ^ (lane & 7)) << 4));
+            else
+              ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * KSROW + h * HS + kk * 16 + 8 * ((lane >> 3) & 1));
             mma_16816<T>(s[0], ah, b[0], b[1]);
             mma_16816<T>(s[1], ah, b[2], b[3]);
           }
@@ -407,11 +529,25 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
           head_rows(a, h, ah);
 #pragma unroll
           for (int c = 0; c < HS / 32; ++c) {
-            const uint8_t *vc = vr + h * HS + 32 * c;
-            const uint32_t w0 = *reinterpret_cast<const uint32_t *>(vc);
-            const uint32_t w1 = *reinterpret_cast<const uint32_t *>(vc + S::RAW_ROW);
-            const uint32_t w2 = *reinterpret_cast<const uint32_t *>(vc + 8 * S::RAW_ROW);
-            const uint32_t w3 = *reinterpret_cast<const uint32_t *>(vc + 9 * S::RAW_ROW);
+            uint32_t w0, w1, w2, w3;
+            if constexpr (TMA) {
+              // Rows 2tq (+ 8) and 2tq + 1 (+ 9): bytes 32 (c % 4) + 4 gq of
+              // box c / 4 sit in chunk 2 (c % 4) + gq / 4, swizzled by the row.
+              const uint8_t *vb = reinterpret_cast<const uint8_t *>(st) + (S::NB + c / 4) * S::BOX +
+                                  2 * tq * 128 + 4 * (gq & 3);
+              const int ch = 2 * (c & 3) + (gq >> 2);
+              const uint8_t *v0 = vb + ((ch ^ (2 * tq)) << 4), *v1 = vb + 128 + ((ch ^ (2 * tq + 1)) << 4);
+              w0 = *reinterpret_cast<const uint32_t *>(v0);
+              w1 = *reinterpret_cast<const uint32_t *>(v1);
+              w2 = *reinterpret_cast<const uint32_t *>(v0 + 8 * 128);
+              w3 = *reinterpret_cast<const uint32_t *>(v1 + 8 * 128);
+            } else {
+              const uint8_t *vc = vr + h * HS + 32 * c;
+              w0 = *reinterpret_cast<const uint32_t *>(vc);
+              w1 = *reinterpret_cast<const uint32_t *>(vc + S::RAW_ROW);
+              w2 = *reinterpret_cast<const uint32_t *>(vc + 8 * S::RAW_ROW);
+              w3 = *reinterpret_cast<const uint32_t *>(vc + 9 * S::RAW_ROW);
+            }
             uint32_t lo0[4], lo1[4];  // [j]: keys (2tq, 2tq + 1) / (2tq + 8, 2tq + 9) of dim j
             dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x5140), lo0[0], lo0[1]);
             dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x7362), lo0[2], lo0[3]);
@@ -435,8 +571,12 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
 #pragma unroll
           for (int d2 = 0; d2 < HS / 16; ++d2) {
             uint32_t b[4];
-            ldmatrix_x4_trans(b, sV + ((lane & 7) + 8 * ((lane >> 3) & 1)) * KSROW + h * HS + d2 * 16 +
-                                     8 * (lane >> 4));
+            if constexpr (TMA)  // key row (lane & 7) + 8 bit 3, 16-byte chunk 2 (d2 % 4) + (lane >> 4)
+              ldmatrix_x4_trans(b, st + (S::NB + d2 / 4) * S::BOX + ((lane & 7) + 8 * ((lane >> 3) & 1)) * 128 +
+                                       ((((d2 & 3) * 2 + (lane >> 4)) ^ (lane & 7)) << 4));
+            else
+              ldmatrix_x4_trans(b, sV + ((lane & 7) + 8 * ((lane >> 3) & 1)) * KSROW + h * HS + d2 * 16 +
+                                       8 * (lane >> 4));
             mma_16816<T>(o[2 * d2], ah, b[0], b[1]);
             mma_16816<T>(o[2 * d2 + 1], ah, b[2], b[3]);
           }
@@ -444,7 +584,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
       }
       __syncwarp();  // this stage may be overwritten now
     }
-    cp_async_wait_all();
+    if constexpr (!TMA) cp_async_wait_all();
 
     // ---- merge the four warps' states through shared memory
 #pragma unroll
@@ -529,6 +669,19 @@ __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p) {
         merge_split_tile<T, HS, kMergePre>(p, it, rq, kvh + h, reinterpret_cast<float *>(body), S::kThreads,
                                            [] { __syncthreads(); });
     }
+  }
+}
+
+// TMA: the sm_90a instance whose K / V tiles arrive as TMA boxes
+// (16-bit caches, one KV head per CTA; maps.use set by the launch).
+template <class T, int CACHE, int HS, int NH = 1, bool TMA = false>
+__global__ void __launch_bounds__(128) decode_kernel(const AttnParams p, const __grid_constant__ Sm90KvMaps maps) {
+  if constexpr (TMA) {
+#if VATTN_SM90A
+    decode_body<T, CACHE, HS, NH, true>(p, maps);
+#endif
+  } else {
+    decode_body<T, CACHE, HS, NH, false>(p, maps);
   }
 }
 

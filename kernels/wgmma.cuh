@@ -107,6 +107,20 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
+// tma_load_4d with an L2 cache policy (l2_evict_first_policy()).
+__device__ __forceinline__ void tma_load_4d_pol(uint32_t dst, const void *map, int c0, int c1, int c2, int c3,
+                                                uint32_t bar, uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+      "%3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(pol)
+      : "memory");
+}
+// One arrival on bar that also raises the bytes its current phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
 // Orders this thread's view of shared memory written through the generic
 // proxy (cp.async, st.shared) before its later async-proxy reads (wgmma
 // operands) when c holds; predicated, so no branch sits near the wgmma
