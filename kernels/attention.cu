@@ -81,7 +81,7 @@ int sm90_max_ctas() {
   return env_cap > 0 && env_cap < n ? env_cap : n;
 }
 
-void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes) {
+void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {
   std::memset(m, 0, sizeof(*m));
   // VATTN_CUDA_SM90_TMA=0 copies every row with cp.async (tests cover both).
   static const bool env_on = env_switch_on("VATTN_CUDA_SM90_TMA");
@@ -117,7 +117,8 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes) {
     const cuuint32_t estr[4] = {1, 1, 1, 1};
     const CUtensorMapDataType dt = E == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
     return encode(map, dt, 4, const_cast<void *>(base), dims, strides, box, estr,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  l2_promo == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   };
   if (!one(&m->k, p.k, p.k_stride_block, p.k_stride_tok, p.k_stride_head) ||

@@ -143,8 +143,9 @@ struct Sm90KvMaps {
 };
 // Host (attention.cu): fills *m for p; m->use = 0 when TMA cannot serve p.
 // elem_bytes 2: 16-bit elements, boxes of [16 rows][64]; 1 (the decode
-// kernel's fp8 caches): bytes, boxes of [16 rows][128].
-void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m, int elem_bytes = 2);
+// kernel's fp8 caches): bytes, boxes of [16 rows][128].  l2_promo: the L2
+// fetch size of a box row, 128 or 256 bytes.
+void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m, int elem_bytes = 2, int l2_promo = 128);
 
 template <class T, int HS>
 __global__ void __launch_bounds__(384, 1)
