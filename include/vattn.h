@@ -121,9 +121,11 @@ VATTN_API size_t vattn_dtype_size(int32_t dtype);
 /* Physical KV cache layouts.  The logical per-layer cache shape is always
  * (2, num_blocks, block_size, num_kv_heads, head_size); NHD keeps that order
  * in memory, HND stores (2, num_blocks, num_kv_heads, block_size, head_size).
- * Both run every path.  Speed (CUDA decode, H100, docs/benchmarks.md): where
- * a key row of one head is 128 bytes (head size 64 in 16 bits, 128 in fp8),
- * HND decodes 2-4% faster; at 256 bytes and more NHD is as fast or faster. */
+ * Both run every path.  Speed (CUDA decode, H100, docs/benchmarks.md): with
+ * the decode kernel's TMA copies (compute capability 9.0) the two are within
+ * 1%.  With its cp.async copies (other GPUs, VATTN_CUDA_SM90_TMA=0), HND
+ * was 2-4% faster where a key row of one head is 128 bytes (head size 64 in
+ * 16 bits, 128 in fp8), and NHD as fast or faster at 256 bytes and more. */
 #define VATTN_LAYOUT_NHD 0
 #define VATTN_LAYOUT_HND 1
 
