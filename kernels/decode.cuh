@@ -322,7 +322,7 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
       if constexpr (TMA) {
         // Lane 0: the tile's K and V boxes (all 16 rows of the block: rows
         // past the item's keys are masked in S and zeroed in V on arrival).
-        static_assert(!TMA || S::STAGE == 2 * S::NB * 16 * 128, "dec_tma_tile's bytes");
+        static_assert(S::STAGE == 2 * S::NB * 16 * 128, "dec_tma_tile's bytes");
         if (lane == 0)
           dec_tma_tile<S::NB, sizeof(KVT)>(maps, smem_u32(wbase) + st_next * S::STAGE, bar0 + 8 * st_next, kvh,
                            static_cast<int>(off0), static_cast<int>(blk), pol);
@@ -672,8 +672,9 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
   }
 }
 
-// TMA: the sm_90a instance whose K / V tiles arrive as TMA boxes
-// (16-bit caches, one KV head per CTA; maps.use set by the launch).
+// TMA: the sm_90a instance whose K / V tiles arrive as TMA boxes (one KV
+// head per CTA, key rows of >= 128 bytes: has_decode_tma in
+// attention_dispatch.cuh; the launch passes maps only when they encode).
 template <class T, int CACHE, int HS, int NH = 1, bool TMA = false>
 __global__ void __launch_bounds__(128) decode_kernel(const AttnParams p, const __grid_constant__ Sm90KvMaps maps) {
   if constexpr (TMA) {
