@@ -78,14 +78,16 @@ struct DecShape {
   // prologue (Q, block ids, first tiles) and epilogue behind the others'
   // streaming (H200: fp8 decode 46-56% -> 54-75% of the copy ceiling,
   // 32x4096 D64 64% -> 75%); 16-bit head size 128 keeps three stages
-  // (2 CTAs per SM), faster on long contexts.  fp8 at head size 256 keeps
-  // four with cp.async, and takes two in the TMA instance: its 8 KiB stages
-  // then fit two CTAs per SM instead of one (H100, same-run A/B, 4 -> 2
-  // stages, eager us, 2 rounds: 32x4096 201.8-203.5 -> 189.4, 128x1024
-  // 227.7-227.9 -> 197.3-197.4, 1x32768 60.1-60.2 -> 57.7-57.8, 8x8192
-  // 105.4-105.5 -> 102.6; three stages fell between).  The builder reads
-  // the residency from the occupancy API (decode_ctas_per_sm).
-  static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? 2 : 3) : (kFp8 ? (TMA ? 2 : 4) : 2);
+  // (2 CTAs per SM), faster on long contexts.  Head size 256 uses two:
+  // fp8 then fits two CTAs per SM instead of one with four stages (H100,
+  // same-run A/Bs, 4 -> 2 stages, eager us, 2 rounds; TMA: 32x4096
+  // 201.8-203.5 -> 189.4, 128x1024 227.7-227.9 -> 197.3-197.4, 1x32768
+  // 60.1-60.2 -> 57.7-57.8, three stages fell between; cp.async
+  // (VATTN_CUDA_SM90_TMA=0): 32x4096 226.4-226.5 -> 195.2-195.3, 128x1024
+  // 256.3-256.4 -> 198.7-199.0, 1x32768 68.0-68.2 -> 65.4-65.5).  The
+  // builder reads the residency from the occupancy API
+  // (decode_ctas_per_sm).
+  static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? 2 : 3) : 2;
   static constexpr int RAW_ROW = kFp8 ? NH * HS + 16 : KSROW * 2;  // bytes per staged key row
   // TMA: a stage is K then V, each NB boxes of 16 key rows x 128 bytes
   // (64 dims of a 16-bit cache, 128 of fp8; 128-byte swizzle, 1024-byte
