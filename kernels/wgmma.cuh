@@ -1,4 +1,5 @@
-// wgmma.cuh -- Hopper (sm_90a) primitives used by attention_sm90.cuh:
+// wgmma.cuh -- Hopper (sm_90a) primitives used by attention_sm90.cuh (and,
+// for its mbarriers and TMA loads, by decode.cuh's TMA instance):
 // warpgroup MMA (shared-memory matrix descriptors for the 128-byte swizzled
 // layout, the fence / commit / wait protocol, m64nNk16 instructions with
 // fp32 accumulators and A from registers), and the
