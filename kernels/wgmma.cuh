@@ -5,7 +5,8 @@
 // fp32 accumulators and A from registers), and the
 // warp-specialisation tools (mbarriers, TMA tensor loads, named barriers,
 // the register hand-over between warpgroups).  Only compiled into sm_90a
-// code (VATTN_SM90A); other targets see declarations they never call.
+// code (VATTN_SM90A); other passes (host, sm_80) see none of it, so callers
+// guard their uses with VATTN_SM90A.
 //
 // Shared-memory layout (both operands, every 16-bit type): a tile of R rows
 // by 64 elements (128 bytes per row) whose 16-byte chunk c of row r sits at
