@@ -91,7 +91,7 @@ struct DecShape {
   static constexpr int RAW_ROW = kFp8 ? NH * HS + 16 : KSROW * 2;  // bytes per staged key row
   // TMA: a stage is K then V, each NB boxes of 16 key rows x 128 bytes
   // (64 dims of a 16-bit cache, 128 of fp8; 128-byte swizzle, 1024-byte
-  // aligned).
+  // aligned): K or V is the [NB][16][128 bytes] tile of swz_chunk<KT>.
   static constexpr int BOX = KT * 128;
   static constexpr int NB = HS * (kFp8 ? 1 : 2) / 128;
   static constexpr int STAGE = TMA ? 2 * NB * BOX : 2 * KT * RAW_ROW;  // K rows then V rows
@@ -454,8 +454,8 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
         if (nv < KT) {
           for (int e = lane; e < (KT - nv) * S::NB * 8; e += 32) {
             const int r = nv + e / (S::NB * 8), c = e % (S::NB * 8);
-            *reinterpret_cast<uint4 *>(const_cast<char *>(st) + (S::NB + c / 8) * S::BOX + r * 128 +
-                                       (c % 8) * 16) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(const_cast<char *>(st) + S::NB * S::BOX + swz_chunk<KT>(r, c)) =
+                make_uint4(0, 0, 0, 0);
           }
           dec_fence_proxy();
           __syncwarp();
@@ -479,9 +479,8 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
             uint32_t ah[4];
             head_rows(a, h, ah);
             uint32_t w0, w1;
-            if constexpr (TMA) {  // rows gq and gq + 8: 16-byte chunk kk % 8 ^ gq of box kk / 8
-              const uint8_t *kb = reinterpret_cast<const uint8_t *>(st) + (kk / 8) * S::BOX + gq * 128 +
-                                  (((kk & 7) ^ gq) << 4) + 4 * tq;
+            if constexpr (TMA) {  // rows gq and gq + 8 (same swizzle): 16-byte chunk kk
+              const uint8_t *kb = reinterpret_cast<const uint8_t *>(st) + swz_chunk<KT>(gq, kk) + 4 * tq;
               w0 = *reinterpret_cast<const uint32_t *>(kb);
               w1 = *reinterpret_cast<const uint32_t *>(kb + 8 * 128);
             } else {
@@ -505,9 +504,8 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
           for (int h = 0; h < NH; ++h) {
             uint32_t ah[4], b[4];
             head_rows(a, h, ah);
-            if constexpr (TMA)  // key row (lane & 7) + 8 (lane >> 4), 16-byte chunk 2 (kk % 4) + bit 3
-              ldmatrix_x4(b, st + (kk / 4) * S::BOX + ((lane & 7) + 8 * (lane >> 4)) * 128 +
-                                 ((((kk & 3) * 2 + ((lane >> 3) & 1)) ^ (lane & 7)) << 4));
+            if constexpr (TMA)  // key row (lane & 7) + 8 (lane >> 4), 16-byte chunk 2 kk + bit 3
+              ldmatrix_x4(b, st + swz_chunk<KT>((lane & 7) + 8 * (lane >> 4), 2 * kk + ((lane >> 3) & 1)));
             else
               ldmatrix_x4(b, sK + ((lane & 7) + 8 * (lane >> 4)) * KSROW + h * HS + kk * 16 + 8 * ((lane >> 3) & 1));
             mma_16816<T>(s[0], ah, b[0], b[1]);
@@ -538,12 +536,11 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
           for (int c = 0; c < HS / 32; ++c) {
             uint32_t w0, w1, w2, w3;
             if constexpr (TMA) {
-              // Rows 2tq (+ 8) and 2tq + 1 (+ 9): bytes 32 (c % 4) + 4 gq of
-              // box c / 4 sit in chunk 2 (c % 4) + gq / 4, swizzled by the row.
-              const uint8_t *vb = reinterpret_cast<const uint8_t *>(st) + (S::NB + c / 4) * S::BOX +
-                                  2 * tq * 128 + 4 * (gq & 3);
-              const int ch = 2 * (c & 3) + (gq >> 2);
-              const uint8_t *v0 = vb + ((ch ^ (2 * tq)) << 4), *v1 = vb + 128 + ((ch ^ (2 * tq + 1)) << 4);
+              // Rows 2tq (+ 8) and 2tq + 1 (+ 9): bytes 32 c + 4 gq are in
+              // 16-byte chunk 2 c + gq / 4.
+              const uint8_t *vb = reinterpret_cast<const uint8_t *>(st) + S::NB * S::BOX + 4 * (gq & 3);
+              const int ch = 2 * c + (gq >> 2);
+              const uint8_t *v0 = vb + swz_chunk<KT>(2 * tq, ch), *v1 = vb + swz_chunk<KT>(2 * tq + 1, ch);
               w0 = *reinterpret_cast<const uint32_t *>(v0);
               w1 = *reinterpret_cast<const uint32_t *>(v1);
               w2 = *reinterpret_cast<const uint32_t *>(v0 + 8 * 128);
@@ -578,9 +575,9 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
 #pragma unroll
           for (int d2 = 0; d2 < HS / 16; ++d2) {
             uint32_t b[4];
-            if constexpr (TMA)  // key row (lane & 7) + 8 bit 3, 16-byte chunk 2 (d2 % 4) + (lane >> 4)
-              ldmatrix_x4_trans(b, st + (S::NB + d2 / 4) * S::BOX + ((lane & 7) + 8 * ((lane >> 3) & 1)) * 128 +
-                                       ((((d2 & 3) * 2 + (lane >> 4)) ^ (lane & 7)) << 4));
+            if constexpr (TMA)  // key row (lane & 7) + 8 bit 3, 16-byte chunk 2 d2 + (lane >> 4)
+              ldmatrix_x4_trans(b, st + S::NB * S::BOX +
+                                       swz_chunk<KT>((lane & 7) + 8 * ((lane >> 3) & 1), 2 * d2 + (lane >> 4)));
             else
               ldmatrix_x4_trans(b, sV + ((lane & 7) + 8 * ((lane >> 3) & 1)) * KSROW + h * HS + d2 * 16 +
                                        8 * (lane >> 4));
