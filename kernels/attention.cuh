@@ -168,13 +168,15 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
               kraw = *reinterpret_cast<const uint4 *>(ks);
               vraw = *reinterpret_cast<const uint4 *>(vs);
             }
-            const uint8_t *kb = reinterpret_cast<const uint8_t *>(&kraw);
-            const uint8_t *vb = reinterpret_cast<const uint8_t *>(&vraw);
+            const uint32_t *kb = reinterpret_cast<const uint32_t *>(&kraw);
+            const uint32_t *vb = reinterpret_cast<const uint32_t *>(&vraw);
             uint32_t kw[8], vw[8];
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              kw[e] = Elem<T>::pack2(fp8_decode<CACHE>(kb[2 * e]), fp8_decode<CACHE>(kb[2 * e + 1]));
-              vw[e] = Elem<T>::pack2(fp8_decode<CACHE>(vb[2 * e]), fp8_decode<CACHE>(vb[2 * e + 1]));
+            for (int e = 0; e < 8; ++e) {  // bytes 2e, 2e + 1: half e & 1 of word e / 2
+              const float2 kf = fp8x2_decode<CACHE>(kb[e >> 1] >> (16 * (e & 1)));
+              const float2 vf = fp8x2_decode<CACHE>(vb[e >> 1] >> (16 * (e & 1)));
+              kw[e] = Elem<T>::pack2(kf.x, kf.y);
+              vw[e] = Elem<T>::pack2(vf.x, vf.y);
             }
             uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
             uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);

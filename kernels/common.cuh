@@ -68,10 +68,53 @@ template <int KIND>
 __device__ __forceinline__ uint8_t fp8_encode(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, Fp8<KIND>::kInterp));
 }
+
+// Two e4m3 bytes (the low bytes of the 16-bit halves of u, high bytes zero)
+// -> f16x2, exact, in integer and one f16x2 multiply (GPUs without the
+// sm_89 conversion instruction, where cuda_fp8.h's conversion spilled the
+// head-size-256 decode kernel: 916 bytes at sm_80).  The magnitude bits
+// eeee mmm moved to f16 bits 13..7 read as 2^(e - 15) (1 + m / 8), or 2^-14
+// m / 8 for e = 0; times 2^8 that is the e4m3 value (bias 7), normal or
+// not.  The sign moves to bit 15; magnitude 0x7f (NaN in e4m3) gives the f16
+// NaN 0x7e00 with the sign.  tests/gpu_kernels checks every byte pair.
+__device__ __forceinline__ uint32_t e4m3x2_to_h2_soft(uint32_t u) {
+  const uint32_t mag = u & 0x007f007fu;
+  const uint32_t sign = (u & 0x00800080u) << 8;
+  __half2 h;
+  const uint32_t sh = mag << 7;
+  memcpy(&h, &sh, 4);
+  h = __hmul2(h, __halves2half2(__ushort_as_half(0x5c00), __ushort_as_half(0x5c00)));  // x 256
+  uint32_t r;
+  memcpy(&r, &h, 4);
+  r |= sign;
+  // Lanes whose magnitude is 0x7f: 0xffff there, 0 elsewhere.
+  const uint32_t x = mag ^ 0x007f007fu;  // 0 in a NaN lane
+  const uint32_t nan = ((((x | 0x80008000u) - 0x00010001u) & 0x80008000u) ^ 0x80008000u) >> 15;
+  const uint32_t mask = nan * 0xffffu;
+  return (r & ~mask) | (mask & (0x7e007e00u | sign));
+}
+
+// Two fp8 bytes (the low 16 bits of w, low byte first) as floats, exact:
+// e5m2 is the high byte of an f16 (one byte permute); e4m3 is one pair
+// conversion on sm_89+ and e4m3x2_to_h2_soft before.
 template <int KIND>
-__device__ __forceinline__ float fp8_decode(uint8_t b) {
-  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), Fp8<KIND>::kInterp);
-  return __half2float(__half(h));
+__device__ __forceinline__ float2 fp8x2_decode(uint32_t w) {
+  uint32_t h;
+  if constexpr (KIND == kCacheE5M2) {
+    h = __byte_perm(w, 0u, 0x1404);  // [0, b0, 0, b1]
+  } else
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  if constexpr (KIND == kCacheE4M3) {
+    h = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4140));  // [b0, 0, b1, 0]
+  } else
+#endif
+  {
+    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<KIND>::kInterp);
+    h = static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
+  }
+  __half2 hh;
+  memcpy(&hh, &h, 4);
+  return __half22float2(hh);
 }
 
 // ---- PTX wrappers (sm_80+) -----------------------------------------------------

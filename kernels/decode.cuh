@@ -44,7 +44,9 @@
 // exactly to fp16 in registers while the mma operands are loaded (no 16-bit
 // copy in shared memory): e5m2 is the high byte of an fp16 (one byte permute per
 // pair), e4m3 uses the packed fp8x2 -> f16x2 conversion (one instruction on
-// sm_89+).  Both products use fp16 mma (Q is converted to fp16 once per item,
+// sm_89+; before, e4m3x2_to_h2_soft in common.cuh: cuda_fp8.h's emulated
+// conversion made fp8 decode 5.7-8.4x slower and spilled 916 bytes at head
+// size 256, measured as compute_80 code on the H100).  Both products use fp16 mma (Q is converted to fp16 once per item,
 // exact for |q| in [2^-14, 65504]; P in fp16 is at least as precise as in
 // bf16), with two index permutations that let each lane read whole 32-bit
 // words of the cache: S = Q K^T runs over head dims in the order that puts
@@ -123,12 +125,8 @@ __device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32
         : "=r"(lo), "=r"(hi)
         : "r"(w));
 #else
-    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(
-        static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<CACHE>::kInterp);
-    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(
-        static_cast<__nv_fp8x2_storage_t>(w >> 16), Fp8<CACHE>::kInterp);
-    lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
-    hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+    lo = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4140));  // [b0, 0, b1, 0]
+    hi = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4342));  // [b2, 0, b3, 0]
 #endif
   }
 }

@@ -1,0 +1,124 @@
+// test_fp8_soft.cu -- fp8 decoding helpers of kernels/common.cuh, some of
+// which the library compiles only for GPUs it may not be tested on, run
+// here on whatever GPU is present against the test's own decoders, over
+// every pair of bytes.  e4m3x2_to_h2_soft (the e4m3 -> f16 conversion of
+// GPUs older than sm_89): each lane the exact f16 of the e4m3 value (sign of
+// zero included), NaN for 0x7f / 0xff, and the same bits as cuda_fp8.h's
+// conversion for every other byte.  fp8x2_decode (attention_kernel's
+// decoding) for e4m3 and e5m2 as compiled for this GPU: the exact values,
+// NaN where the format has one.  Skips without a GPU.
+// Links the CUDA runtime itself, so it stays out of sanitizer builds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common.cuh"
+
+namespace {
+
+constexpr uint32_t kPairs = 65536;  // pair i: low byte i & 0xff, high byte i >> 8
+
+__global__ void convert_pairs(uint32_t *soft, uint32_t *hw) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= kPairs) return;
+  soft[i] = vattn::kern::e4m3x2_to_h2_soft(__byte_perm(i, 0u, 0x4140));  // [b0, 0, b1, 0]
+  const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(i), __NV_E4M3);
+  hw[i] = static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
+}
+
+__global__ void decode_pairs(float2 *e4, float2 *e5) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= kPairs) return;
+  e4[i] = vattn::kern::fp8x2_decode<vattn::kern::kCacheE4M3>(i);
+  e5[i] = vattn::kern::fp8x2_decode<vattn::kern::kCacheE5M2>(i | 0xabcd0000u);  // high half ignored
+}
+
+// e5m2 (bias 15, exponent 31: infinity or NaN) as a double.
+double e5m2_value(uint32_t b) {
+  const double sign = (b & 0x80) ? -1.0 : 1.0;
+  const int e = (b >> 2) & 0x1f, m = b & 3;
+  if (e == 31) return m ? NAN : sign * INFINITY;
+  return sign * (e == 0 ? std::ldexp(m / 4.0, -14) : std::ldexp(1.0 + m / 4.0, e - 15));
+}
+// e4m3 (bias 7, no infinities, magnitude 0x7f is NaN) as a double.
+double e4m3_value(uint32_t b) {
+  const double sign = (b & 0x80) ? -1.0 : 1.0;
+  const int e = (b >> 3) & 0xf, m = b & 7;
+  if ((b & 0x7f) == 0x7f) return NAN;
+  return sign * (e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7));
+}
+// IEEE binary16 bits as a double.
+double f16_value(uint32_t h) {
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  if (e == 0x1f) return m ? NAN : sign * INFINITY;
+  return sign * (e == 0 ? std::ldexp(m / 1024.0, -14) : std::ldexp(1.0 + m / 1024.0, e - 15));
+}
+
+}  // namespace
+
+TEST(Fp8Soft, E4m3PairsExact) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "skipped: no GPU";
+  uint32_t *d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 2 * kPairs * sizeof(uint32_t)), cudaSuccess);
+  // Poison: every output word is written by the kernel.
+  ASSERT_EQ(cudaMemset(d, 0xa5, 2 * kPairs * sizeof(uint32_t)), cudaSuccess);
+  convert_pairs<<<kPairs / 256, 256>>>(d, d + kPairs);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<uint32_t> out(2 * kPairs);
+  ASSERT_EQ(cudaMemcpy(out.data(), d, out.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  int nans = 0, bad = 0;
+  for (uint32_t i = 0; i < kPairs && bad < 20; ++i) {
+    for (int lane = 0; lane < 2; ++lane) {
+      const uint32_t b = lane ? i >> 8 : i & 0xff;
+      const uint32_t got = (out[i] >> (16 * lane)) & 0xffff, hw = (out[kPairs + i] >> (16 * lane)) & 0xffff;
+      const double want = e4m3_value(b), v = f16_value(got);
+      bool ok;
+      if (std::isnan(want)) {
+        ok = std::isnan(v) && (got >> 15) == (b >> 7);
+        nans += ok;
+      } else {
+        ok = v == want && (got >> 15) == (b >> 7) && got == hw;
+      }
+      if (!ok) {
+        ++bad;
+        ADD_FAILURE() << "pair " << i << " lane " << lane << " byte 0x" << std::hex << b << ": got 0x" << got
+                      << " (" << std::dec << v << "), want " << want << ", cuda_fp8.h 0x" << std::hex << hw;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(nans, 2 * 2 * 256);  // 0x7f and 0xff in each lane, against every other byte
+}
+
+TEST(Fp8Soft, PairDecodeExact) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "skipped: no GPU";
+  float2 *d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 2 * kPairs * sizeof(float2)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0xa5, 2 * kPairs * sizeof(float2)), cudaSuccess);
+  decode_pairs<<<kPairs / 256, 256>>>(d, d + kPairs);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<float2> out(2 * kPairs);
+  ASSERT_EQ(cudaMemcpy(out.data(), d, out.size() * sizeof(float2), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  int bad = 0;
+  for (uint32_t i = 0; i < kPairs && bad < 20; ++i)
+    for (int kind = 0; kind < 2; ++kind)
+      for (int lane = 0; lane < 2; ++lane) {
+        const uint32_t b = lane ? i >> 8 : i & 0xff;
+        const float2 v = out[kind * kPairs + i];
+        const double got = lane ? v.y : v.x, want = kind ? e5m2_value(b) : e4m3_value(b);
+        const bool ok = std::isnan(want) ? std::isnan(got) : got == want && std::signbit(got) == std::signbit(want);
+        if (!ok) {
+          ++bad;
+          ADD_FAILURE() << (kind ? "e5m2" : "e4m3") << " byte 0x" << std::hex << b << std::dec << ": got " << got
+                        << ", want " << want;
+        }
+      }
+  EXPECT_EQ(bad, 0);
+}
