@@ -57,20 +57,33 @@ double f16_value(uint32_t h) {
   return sign * (e == 0 ? std::ldexp(m / 1024.0, -14) : std::ldexp(1.0 + m / 1024.0, e - 15));
 }
 
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// Runs kernel(out, out + kPairs) over every pair into poisoned device
+// memory and copies both halves back; false on any CUDA error.
+template <class T>
+bool run_over_pairs(void (*kernel)(T *, T *), std::vector<T> *out) {
+  T *d = nullptr;
+  if (cudaMalloc(&d, 2 * kPairs * sizeof(T)) != cudaSuccess) return false;
+  bool ok = cudaMemset(d, 0xa5, 2 * kPairs * sizeof(T)) == cudaSuccess;
+  if (ok) {
+    kernel<<<kPairs / 256, 256>>>(d, d + kPairs);
+    ok = cudaGetLastError() == cudaSuccess;
+  }
+  out->resize(2 * kPairs);
+  ok = ok && cudaMemcpy(out->data(), d, out->size() * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess;
+  return cudaFree(d) == cudaSuccess && ok;
+}
+
 }  // namespace
 
 TEST(Fp8Soft, E4m3PairsExact) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "skipped: no GPU";
-  uint32_t *d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 2 * kPairs * sizeof(uint32_t)), cudaSuccess);
-  // Poison: every output word is written by the kernel.
-  ASSERT_EQ(cudaMemset(d, 0xa5, 2 * kPairs * sizeof(uint32_t)), cudaSuccess);
-  convert_pairs<<<kPairs / 256, 256>>>(d, d + kPairs);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  std::vector<uint32_t> out(2 * kPairs);
-  ASSERT_EQ(cudaMemcpy(out.data(), d, out.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  if (!have_gpu()) GTEST_SKIP() << "skipped: no GPU";
+  std::vector<uint32_t> out;
+  ASSERT_TRUE(run_over_pairs(convert_pairs, &out));
   int nans = 0, bad = 0;
   for (uint32_t i = 0; i < kPairs && bad < 20; ++i) {
     for (int lane = 0; lane < 2; ++lane) {
@@ -96,16 +109,9 @@ TEST(Fp8Soft, E4m3PairsExact) {
 }
 
 TEST(Fp8Soft, PairDecodeExact) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "skipped: no GPU";
-  float2 *d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 2 * kPairs * sizeof(float2)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(d, 0xa5, 2 * kPairs * sizeof(float2)), cudaSuccess);
-  decode_pairs<<<kPairs / 256, 256>>>(d, d + kPairs);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  std::vector<float2> out(2 * kPairs);
-  ASSERT_EQ(cudaMemcpy(out.data(), d, out.size() * sizeof(float2), cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  if (!have_gpu()) GTEST_SKIP() << "skipped: no GPU";
+  std::vector<float2> out;
+  ASSERT_TRUE(run_over_pairs(decode_pairs, &out));
   int bad = 0;
   for (uint32_t i = 0; i < kPairs && bad < 20; ++i)
     for (int kind = 0; kind < 2; ++kind)
