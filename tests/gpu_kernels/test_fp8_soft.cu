@@ -6,7 +6,9 @@
 // zero included), NaN for 0x7f / 0xff, and the same bits as cuda_fp8.h's
 // conversion for every other byte.  fp8x2_decode (attention_kernel's
 // decoding) for e4m3 and e5m2 as compiled for this GPU: the exact values,
-// NaN where the format has one.  Skips without a GPU.
+// NaN where the format has one.  fp8_encode_soft (the cache write's
+// encoding before sm_89) against cuda_fp8.h's conversion for all 2^32
+// floats, both formats.  Skips without a GPU.
 // Links the CUDA runtime itself, so it stays out of sanitizer builds.
 #include <gtest/gtest.h>
 
@@ -55,6 +57,23 @@ double f16_value(uint32_t h) {
   const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
   if (e == 0x1f) return m ? NAN : sign * INFINITY;
   return sign * (e == 0 ? std::ldexp(m / 1024.0, -14) : std::ldexp(1.0 + m / 1024.0, e - 15));
+}
+
+// Every float with bits hi << 16 | [0, 65536) per launch row: mismatches
+// of fp8_encode_soft against cuda_fp8.h (NaN inputs: any NaN byte) are
+// counted in bad[kind] and the first ones kept in first[kind].
+__global__ void encode_all(uint32_t hi0, unsigned long long *bad, uint32_t *first) {
+  const uint32_t u = ((hi0 + blockIdx.y) << 16) | (blockIdx.x * blockDim.x + threadIdx.x);
+  const float x = __uint_as_float(u);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t s4 = vattn::kern::fp8_encode_soft<vattn::kern::kCacheE4M3>(x);
+  const uint32_t s5 = vattn::kern::fp8_encode_soft<vattn::kern::kCacheE5M2>(x);
+  const uint32_t h4 = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  const uint32_t h5 = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+  const bool ok4 = nan ? (s4 & 0x7f) == 0x7f : s4 == h4;
+  const bool ok5 = nan ? (s5 & 0x7c) == 0x7c && (s5 & 3) != 0 : s5 == h5;
+  if (!ok4 && atomicAdd(&bad[0], 1ull) < 4) first[atomicAdd(&first[8], 1u) & 3] = u;
+  if (!ok5 && atomicAdd(&bad[1], 1ull) < 4) first[4 + (atomicAdd(&first[9], 1u) & 3)] = u;
 }
 
 bool have_gpu() {
@@ -127,4 +146,26 @@ TEST(Fp8Soft, PairDecodeExact) {
         }
       }
   EXPECT_EQ(bad, 0);
+}
+
+TEST(Fp8Soft, EncodeMatchesCudaFp8ForEveryFloat) {
+  if (!have_gpu()) GTEST_SKIP() << "skipped: no GPU";
+  unsigned long long *bad = nullptr;
+  uint32_t *first = nullptr;
+  ASSERT_EQ(cudaMalloc(&bad, 2 * sizeof(unsigned long long)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&first, 10 * sizeof(uint32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(bad, 0, 2 * sizeof(unsigned long long)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(first, 0, 10 * sizeof(uint32_t)), cudaSuccess);
+  for (uint32_t hi0 = 0; hi0 < 65536; hi0 += 4096) {  // 4096 rows of 65536 floats per launch
+    encode_all<<<dim3(256, 4096), 256>>>(hi0, bad, first);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  }
+  unsigned long long nbad[2] = {1, 1};
+  uint32_t f[10] = {};
+  ASSERT_EQ(cudaMemcpy(nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(f, first, sizeof(f), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(bad);
+  cudaFree(first);
+  EXPECT_EQ(nbad[0], 0ull) << "e4m3, first float bits 0x" << std::hex << f[0] << " 0x" << f[1];
+  EXPECT_EQ(nbad[1], 0ull) << "e5m2, first float bits 0x" << std::hex << f[4] << " 0x" << f[5];
 }
