@@ -66,9 +66,10 @@ struct Fp8<kCacheE5M2> {
 
 // x -> fp8 with the encoding above, in integer and float arithmetic: the
 // same byte as cuda_fp8.h's conversion for every float but NaN, which
-// gives a NaN byte (tests/gpu_kernels compares all 2^32), without its emulation before sm_89 (the fp8 cache
-// write ran 2.2-2.5x slower as compute_80 code on the H100).  M: mantissa
-// bits, B: exponent bias; normal results round the float's bits to
+// gives a NaN byte (tests/gpu_kernels compares all 2^32), without that
+// conversion's emulation before sm_89 (with it the fp8 cache write ran
+// 2.2-2.5x slower as compute_80 code on the H100).  M: mantissa bits, B:
+// exponent bias; normal results round the float's bits to
 // nearest even at mantissa bit M and rebias, subnormal ones (below
 // 2^(1 - B)) are rint(|x| / 2^(1 - B - M)); past the largest finite value
 // (and +-inf) they saturate, NaN stays NaN.
@@ -141,7 +142,8 @@ __device__ __forceinline__ float2 fp8x2_decode(uint32_t w) {
   } else
 #endif
   {
-    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<KIND>::kInterp);
+    const __half2_raw r =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<KIND>::kInterp);
     h = static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
   }
   __half2 hh;

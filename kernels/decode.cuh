@@ -46,9 +46,10 @@
 // pair), e4m3 uses the packed fp8x2 -> f16x2 conversion (one instruction on
 // sm_89+; before, e4m3x2_to_h2_soft in common.cuh: cuda_fp8.h's emulated
 // conversion made fp8 decode 5.7-8.4x slower and spilled 916 bytes at head
-// size 256, measured as compute_80 code on the H100).  Both products use fp16 mma (Q is converted to fp16 once per item,
-// exact for |q| in [2^-14, 65504]; P in fp16 is at least as precise as in
-// bf16), with two index permutations that let each lane read whole 32-bit
+// size 256, measured as compute_80 code on the H100).  Both products use
+// fp16 mma (Q is converted to fp16 once per item, exact for |q| in
+// [2^-14, 65504]; P in fp16 is at least as precise as in bf16), with two
+// index permutations that let each lane read whole 32-bit
 // words of the cache: S = Q K^T runs over head dims in the order that puts
 // dims 4t..4t+3 of a 16-dim chunk in lane t's fragment (Q is read the same
 // way), and O += P V gives n-tile (c, j) of a 32-dim chunk the dims
