@@ -172,11 +172,14 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
             const uint32_t *vb = reinterpret_cast<const uint32_t *>(&vraw);
             uint32_t kw[8], vw[8];
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {  // bytes 2e, 2e + 1: half e & 1 of word e / 2
-              const float2 kf = fp8x2_decode<CACHE>(kb[e >> 1] >> (16 * (e & 1)));
-              const float2 vf = fp8x2_decode<CACHE>(vb[e >> 1] >> (16 * (e & 1)));
-              kw[e] = Elem<T>::pack2(kf.x, kf.y);
-              vw[e] = Elem<T>::pack2(vf.x, vf.y);
+            for (int e = 0; e < 4; ++e) {  // word e: bytes 4e .. 4e + 3 -> elements 2e and 2e + 1 of T x 2
+              fp8x4_to_h2<CACHE>(kb[e], kw[2 * e], kw[2 * e + 1]);
+              fp8x4_to_h2<CACHE>(vb[e], vw[2 * e], vw[2 * e + 1]);
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                kw[2 * e + j] = h2_bits_as<T>(kw[2 * e + j]);
+                vw[2 * e + j] = h2_bits_as<T>(vw[2 * e + j]);
+              }
             }
             uint4 *kd = reinterpret_cast<uint4 *>(sK + kr * SROW + ch * 16);
             uint4 *vd = reinterpret_cast<uint4 *>(sV + kr * SROW + ch * 16);

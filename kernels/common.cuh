@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "launch.h"
 
@@ -127,28 +128,44 @@ __device__ __forceinline__ uint32_t e4m3x2_to_h2_soft(uint32_t u) {
   return (r & ~mask) | (mask & (0x7e007e00u | sign));
 }
 
-// Two fp8 bytes (the low 16 bits of w, low byte first) as floats, exact:
-// e5m2 is the high byte of an f16 (one byte permute); e4m3 is one pair
+// Four fp8 bytes [b0 b1 b2 b3] (low byte first) -> lo = f16x2(b0, b1), hi =
+// f16x2(b2, b3), exact, for both kernels that decode staged cache bytes
+// (decode.cuh per mma operand, attention.cuh per staged word): e5m2 is the
+// high byte of an f16 (one byte permute per pair); e4m3 is the pair
 // conversion on sm_89+ and e4m3x2_to_h2_soft before.
 template <int KIND>
-__device__ __forceinline__ float2 fp8x2_decode(uint32_t w) {
-  uint32_t h;
+__device__ __forceinline__ void fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32_t &hi) {
   if constexpr (KIND == kCacheE5M2) {
-    h = __byte_perm(w, 0u, 0x1404);  // [0, b0, 0, b1]
-  } else
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
-  if constexpr (KIND == kCacheE4M3) {
-    h = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4140));  // [b0, 0, b1, 0]
-  } else
+    lo = __byte_perm(w, 0u, 0x1404);  // [0, b0, 0, b1]
+    hi = __byte_perm(w, 0u, 0x3424);  // [0, b2, 0, b3]
+  } else {  // kCacheE4M3
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    // The two halves of w as 16-bit operands of the conversion: ptxas then
+    // reads the high half in place (the intrinsic on w >> 16 cost a shift
+    // per conversion pair, 32 per warp and 16-key tile of the decode kernel
+    // at head size 128).
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+#else
+    lo = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4140));  // [b0, 0, b1, 0]
+    hi = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4342));  // [b2, 0, b3, 0]
 #endif
-  {
-    const __half2_raw r =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), Fp8<KIND>::kInterp);
-    h = static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
   }
-  __half2 hh;
-  memcpy(&hh, &h, 4);
-  return __half22float2(hh);
+}
+
+// f16x2 bits -> T x 2 (T = __half: the same bits; bf16: exact for every
+// value an fp8 byte decodes to).
+template <class T>
+__device__ __forceinline__ uint32_t h2_bits_as(uint32_t h) {
+  if constexpr (std::is_same<T, __half>::value) {
+    return h;
+  } else {
+    __half2 hh;
+    memcpy(&hh, &h, 4);
+    const float2 f = __half22float2(hh);
+    return Elem<T>::pack2(f.x, f.y);
+  }
 }
 
 // ---- PTX wrappers (sm_80+) -----------------------------------------------------

@@ -111,27 +111,6 @@ struct DecShape {
   static constexpr size_t smem_bytes() { return static_cast<size_t>(Q_BYTES + BODY + (TMA ? BAR_BYTES + 1024 : 0)); }
 };
 
-// Four fp8 bytes [b0 b1 b2 b3] -> lo = f16x2(b0, b1), hi = f16x2(b2, b3), exact.
-template <int CACHE>
-__device__ __forceinline__ void dec_fp8x4_to_h2(uint32_t w, uint32_t &lo, uint32_t &hi) {
-  if constexpr (CACHE == kCacheE5M2) {
-    lo = __byte_perm(w, 0u, 0x1404);  // [0, b0, 0, b1]
-    hi = __byte_perm(w, 0u, 0x3424);  // [0, b2, 0, b3]
-  } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    // The two halves of w as 16-bit operands of the conversion: ptxas then
-    // reads the high half in place (the intrinsic on w >> 16 cost a shift
-    // per conversion pair, 32 per warp and 16-key tile at head size 128).
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-#else
-    lo = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4140));  // [b0, 0, b1, 0]
-    hi = e4m3x2_to_h2_soft(__byte_perm(w, 0u, 0x4342));  // [b2, 0, b3, 0]
-#endif
-  }
-}
-
 // The TMA instance's primitives (wgmma.cuh, compiled for sm_90a only;
 // other targets never launch that instance and see empty bodies).
 // dec_bars_init: NST one-arrival barriers at bar0, bar0 + 8, ...
@@ -487,8 +466,8 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
               w1 = *reinterpret_cast<const uint32_t *>(kr0 + 8 * S::RAW_ROW + h * HS + kk * 16);
             }
             uint32_t b0, b1, b2, b3;
-            dec_fp8x4_to_h2<CACHE>(w0, b0, b1);
-            dec_fp8x4_to_h2<CACHE>(w1, b2, b3);
+            fp8x4_to_h2<CACHE>(w0, b0, b1);
+            fp8x4_to_h2<CACHE>(w1, b2, b3);
             mma_16816<MT>(s[0], ah, b0, b1);
             mma_16816<MT>(s[1], ah, b2, b3);
           }
@@ -552,10 +531,10 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
               w3 = *reinterpret_cast<const uint32_t *>(vc + 9 * S::RAW_ROW);
             }
             uint32_t lo0[4], lo1[4];  // [j]: keys (2tq, 2tq + 1) / (2tq + 8, 2tq + 9) of dim j
-            dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x5140), lo0[0], lo0[1]);
-            dec_fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x7362), lo0[2], lo0[3]);
-            dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x5140), lo1[0], lo1[1]);
-            dec_fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x7362), lo1[2], lo1[3]);
+            fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x5140), lo0[0], lo0[1]);
+            fp8x4_to_h2<CACHE>(__byte_perm(w0, w1, 0x7362), lo0[2], lo0[3]);
+            fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x5140), lo1[0], lo1[1]);
+            fp8x4_to_h2<CACHE>(__byte_perm(w2, w3, 0x7362), lo1[2], lo1[3]);
 #pragma unroll
             for (int j = 0; j < 4; ++j) mma_16816<MT>(o[4 * c + j], ah, lo0[j], lo1[j]);
           }

@@ -4,9 +4,10 @@
 // every pair of bytes.  e4m3x2_to_h2_soft (the e4m3 -> f16 conversion of
 // GPUs older than sm_89): each lane the exact f16 of the e4m3 value (sign of
 // zero included), NaN for 0x7f / 0xff, and the same bits as cuda_fp8.h's
-// conversion for every other byte.  fp8x2_decode (attention_kernel's
-// decoding) for e4m3 and e5m2 as compiled for this GPU: the exact values,
-// NaN where the format has one.  fp8_encode_soft (the cache write's
+// conversion for every other byte.  fp8x4_to_h2 (the decoding of both
+// attention kernels) for e4m3 and e5m2 as compiled for this GPU, each pair
+// in both halves of a word: the exact f16 (sign of zero included), NaN
+// where the format has one.  fp8_encode_soft (the cache write's
 // encoding before sm_89) against cuda_fp8.h's conversion for all 2^32
 // floats, both formats.  Skips without a GPU.
 // Links the CUDA runtime itself, so it stays out of sanitizer builds.
@@ -30,11 +31,14 @@ __global__ void convert_pairs(uint32_t *soft, uint32_t *hw) {
   hw[i] = static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
 }
 
-__global__ void decode_pairs(float2 *e4, float2 *e5) {
+// fp8x4_to_h2 on the word [pair i, pair i ^ 0xffff]: out[i] = (lo, hi).
+template <int KIND>
+__global__ void decode_words(uint2 *lohi, uint2 *) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= kPairs) return;
-  e4[i] = vattn::kern::fp8x2_decode<vattn::kern::kCacheE4M3>(i);
-  e5[i] = vattn::kern::fp8x2_decode<vattn::kern::kCacheE5M2>(i | 0xabcd0000u);  // high half ignored
+  uint2 r;
+  vattn::kern::fp8x4_to_h2<KIND>(i | ((i ^ 0xffffu) << 16), r.x, r.y);
+  lohi[i] = r;
 }
 
 // e5m2 (bias 15, exponent 31: infinity or NaN) as a double.
@@ -127,25 +131,35 @@ TEST(Fp8Soft, E4m3PairsExact) {
   EXPECT_EQ(nans, 2 * 2 * 256);  // 0x7f and 0xff in each lane, against every other byte
 }
 
-TEST(Fp8Soft, PairDecodeExact) {
+// Both halves of a word decode their own pair: every pair in the low half
+// and, with the word's other pair, in the high half.
+TEST(Fp8Soft, WordDecodeExact) {
   if (!have_gpu()) GTEST_SKIP() << "skipped: no GPU";
-  std::vector<float2> out;
-  ASSERT_TRUE(run_over_pairs(decode_pairs, &out));
-  int bad = 0;
-  for (uint32_t i = 0; i < kPairs && bad < 20; ++i)
-    for (int kind = 0; kind < 2; ++kind)
-      for (int lane = 0; lane < 2; ++lane) {
-        const uint32_t b = lane ? i >> 8 : i & 0xff;
-        const float2 v = out[kind * kPairs + i];
-        const double got = lane ? v.y : v.x, want = kind ? e5m2_value(b) : e4m3_value(b);
-        const bool ok = std::isnan(want) ? std::isnan(got) : got == want && std::signbit(got) == std::signbit(want);
-        if (!ok) {
-          ++bad;
-          ADD_FAILURE() << (kind ? "e5m2" : "e4m3") << " byte 0x" << std::hex << b << std::dec << ": got " << got
-                        << ", want " << want;
+  for (int kind = 0; kind < 2; ++kind) {
+    std::vector<uint2> out;
+    ASSERT_TRUE(run_over_pairs(kind ? decode_words<vattn::kern::kCacheE5M2> : decode_words<vattn::kern::kCacheE4M3>,
+                               &out));
+    int bad = 0, nans = 0;
+    for (uint32_t i = 0; i < kPairs && bad < 20; ++i)
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t pair = half ? i ^ 0xffffu : i, h2 = half ? out[i].y : out[i].x;
+        for (int lane = 0; lane < 2; ++lane) {
+          const uint32_t b = lane ? pair >> 8 : pair & 0xff, got = (h2 >> (16 * lane)) & 0xffff;
+          const double want = kind ? e5m2_value(b) : e4m3_value(b), v = f16_value(got);
+          // (NaN: any NaN; sm_89's e4m3 conversion gives 0x7fff for 0xff.)
+          const bool ok = std::isnan(want) ? std::isnan(v) : v == want && (got >> 15) == (b >> 7);
+          nans += ok && std::isnan(want);
+          if (!ok) {
+            ++bad;
+            ADD_FAILURE() << (kind ? "e5m2" : "e4m3") << " word pair " << i << " half " << half << " byte 0x"
+                          << std::hex << b << ": got 0x" << got << std::dec << " (" << v << "), want " << want;
+          }
         }
       }
-  EXPECT_EQ(bad, 0);
+    EXPECT_EQ(bad, 0);
+    // NaN bytes: e4m3 0x7f / 0xff; e5m2 exponent 31 with a nonzero mantissa, 6 bytes.
+    EXPECT_EQ(nans, 2 * 2 * (kind ? 6 : 2) * 256);
+  }
 }
 
 TEST(Fp8Soft, EncodeMatchesCudaFp8ForEveryFloat) {
