@@ -17,11 +17,12 @@ namespace kern {
 #define VATTN_ATTN_HEAD_SIZES(X) X(64) X(80) X(96) X(112) X(128) X(256)
 
 // The Hopper variant (attention_sm90.cuh) serves 16-bit caches at head
-// sizes 64 and 128 when sm90_attention_enabled() (compute capability 9.0,
-// VATTN_CUDA_SM90 not 0); prepare and launch take the same branch.
+// sizes 64 and 128, and fp8 caches at 128 (key rows of one 128-byte box),
+// when sm90_attention_enabled() (compute capability 9.0, VATTN_CUDA_SM90
+// not 0); prepare and launch take the same branch.
 template <int CACHE, int HS>
 constexpr bool has_sm90_variant() {
-  return CACHE == kCacheAuto && (HS == 64 || HS == 128);
+  return CACHE == kCacheAuto ? HS == 64 || HS == 128 : HS == 128;
 }
 
 template <class T, int CACHE, int HS>
@@ -29,8 +30,8 @@ cudaError_t attention_prepare_hs() {
   // Dynamic shared memory above 48 KiB needs an explicit opt-in.
   if constexpr (has_sm90_variant<CACHE, HS>()) {
     if (sm90_attention_enabled())
-      return cudaFuncSetAttribute(attention_sm90_kernel<T, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(Sm90Shape<HS>::smem_bytes()));
+      return cudaFuncSetAttribute(attention_sm90_kernel<T, CACHE, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(Sm90Shape<HS, CACHE != kCacheAuto>::smem_bytes()));
   }
   return cudaFuncSetAttribute(attention_kernel<T, CACHE, HS>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -48,8 +49,9 @@ cudaError_t attention_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s)
       const int cap = sm90_max_ctas();
       const int ctas = static_cast<int>(units < cap ? units : cap);
       Sm90KvMaps maps;
-      sm90_kv_maps(p, HS, &maps);  // maps.use = 0: cp.async only
-      attention_sm90_kernel<T, HS><<<ctas, Sm90Shape<HS>::kThreads, Sm90Shape<HS>::smem_bytes(), s>>>(p, maps);
+      sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1);  // maps.use = 0: cp.async only
+      using Sh = Sm90Shape<HS, CACHE != kCacheAuto>;
+      attention_sm90_kernel<T, CACHE, HS><<<ctas, Sh::kThreads, Sh::smem_bytes(), s>>>(p, maps);
       return cudaGetLastError();
     }
   }

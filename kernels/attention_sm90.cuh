@@ -95,20 +95,30 @@ constexpr int kStaticRounds = 8;  // list positions dealt before the counter tak
 // against 607-624 TFLOP/s, 32x512 275-279 against 290-291).
 static_assert(kStaticRounds >= 8, "units 0 .. 7 take static positions in the ring's setup");
 
-template <int HS>
+// FP8: the kernel's fp8-cache instance (head size 128): one more mbarrier
+// per stage, `raw` (see the producer's conversion).
+template <int HS, bool FP8 = false>
 struct Sm90Shape {
   static_assert(HS % 64 == 0 && HS <= 128, "head size 64 or 128");
+  static_assert(!FP8 || HS == 128, "fp8 caches at head size 128 (one 128-byte TMA box per key row)");
   // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
-  // shared memory), 128 at 64.
-  static constexpr int BM = 128, BN = HS == 64 ? 128 : 96, kStages = 3;
+  // shared memory), 128 at 64.  fp8: 64 keys in 4 buffers, so that two
+  // buffers are free for tiles being copied and converted while the
+  // consumers hold two (H200, same-run A/B, fp8 prefill eager us, 96 keys x
+  // 3 -> 64 x 4: see docs/benchmarks.md).
+  static constexpr int BM = 128, BN = HS == 64 ? 128 : FP8 ? 64 : 96, kStages = FP8 ? 4 : 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
+  // Producer threads that copy (arrive on qfull, and on raw for fp8): all of
+  // them, or for fp8 the first two warps; the other two convert.
+  static constexpr int kLoaders = FP8 ? 64 : kProducers;
   // Registers per thread after the hand-over: 56 x 128 + 224 x 256 = 384 x 168
   // (what the CTA gets at launch with __launch_bounds__(384, 1)).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
-  static constexpr int kBars = 2 * kStages + 4;   // full / empty per stage, qfull / qempty per Q buffer
+  // full / empty per stage, qfull / qempty per Q buffer (+ raw per stage: fp8)
+  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 4;
   static constexpr int kTableBytes = kBars * 8 + kUnitRing * static_cast<int>(sizeof(UnitSlot));
   // Output staging: 8 rows of HS 16-bit elements per consumer warp.
   static constexpr int kOutBytes = (kConsumers / 32) * 8 * HS * 2;
@@ -122,6 +132,7 @@ struct Sm90Shape {
 // Shared memory per CTA: 64 bytes stay for static shared variables.
 static_assert(Sm90Shape<64>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 64");
 static_assert(Sm90Shape<128>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 128");
+static_assert(Sm90Shape<128, true>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 128, fp8");
 
 // Byte offset of 16-byte chunk ch of row r in a swizzled [HS / 64][R][64] tile.
 template <int R>
@@ -147,11 +158,98 @@ struct Sm90KvMaps {
 // fetch size of a box row, 128 or 256 bytes.
 void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m, int elem_bytes = 2, int l2_promo = 128);
 
-template <class T, int HS>
+#if VATTN_SM90A
+// ---- the producer's fp8 path (head size 128; the kernel below).  A K / V
+// tile's raw bytes, [BN rows][128 bytes] with chunk c of row r at c ^ (r %
+// 8) (TMA's 128-byte swizzle; cp.async rows are placed the same way), land
+// on the stage's raw barrier in the second column block of its K (and V)
+// buffer, where the 16-bit row r's dims 64 .. 127 go.  The producer then
+// converts them in place and marks the tile full.
+
+// sm90_load_raw_fp8: one row warp's part of a tile (kbuf: the stage's K
+// buffer, V at + tile_bytes) -- the same segments and lanes as the 16-bit
+// load_tile (lane l: key 32 pw + l, at cache block blk, slot slot; nv: the
+// tile's keys); a 16-key segment is one box of 16 x 128 bytes.
+template <int HS, int BN>
+__device__ __forceinline__ void sm90_load_raw_fp8(const AttnParams &p, const Sm90KvMaps &maps, uint32_t kbuf,
+                                                  int tile_bytes, uint32_t bar, int kvh, int blk, int slot, int nv,
+                                                  int pw, int lane) {
+  static_assert(HS == 128, "one 128-byte box per key row");
+  const uint32_t dk = kbuf + BN * 128, dv = dk + tile_bytes;
+  const int kr = pw * 32 + lane;
+  const bool lead = maps.use != 0 && (lane & 15) == 0 && kr + 16 <= nv && slot + 16 <= maps.seg_rows;
+  const unsigned tm = __ballot_sync(0xffffffffu, lead);  // bit 0 / 16: segment by TMA
+  if (lead) {
+    const int b = blk < 0 ? 0 : blk;
+    mbar_expect_tx(bar, 2 * 16 * HS);
+    tma_load_4d(dk + kr * 128, &maps.k, 0, kvh, slot, b, bar);
+    tma_load_4d(dv + kr * 128, &maps.v, 0, kvh, slot, b, bar);
+  }
+  if (tm == 0x10001u) return;
+  const int64_t b = blk < 0 ? 0 : blk;
+  const int64_t ka =
+      reinterpret_cast<int64_t>(p.k) + kvh * p.k_stride_head + b * p.k_stride_block + slot * p.k_stride_tok;
+  const int64_t va =
+      reinterpret_cast<int64_t>(p.v) + kvh * p.v_stride_head + b * p.v_stride_block + slot * p.v_stride_tok;
+  constexpr int CH8 = HS / 16, LPR8 = 32 / CH8;  // 16-byte chunks per raw row, rows per step
+  const int c8 = lane % CH8, r8 = lane / CH8;
+#pragma unroll 4
+  for (int i = 0; i < 32 / LPR8; ++i) {
+    const int wr = r8 + LPR8 * i, r = pw * 32 + wr;
+    const char *ks = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, ka, wr));
+    const char *vs = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, va, wr));
+    if ((tm >> (wr & 16)) & 1u) continue;
+    const uint32_t o = swz_chunk<BN>(r, 8 + c8) - BN * 128;  // raw row r, chunk c8
+    const int n = r < nv ? 16 : 0;  // zero-filled past the keys
+    cp_async_16_s(dk + o, ks + c8 * 16, n);
+    cp_async_16_s(dv + o, vs + c8 * 16, n);
+  }
+}
+
+// sm90_convert_fp8: the landed raw K and V of a stage (kbuf: its K buffer,
+// V at + tile_bytes) -> the 16-bit layout the products read, in place;
+// producer thread i (0 .. 127) takes rows i and i + 128 of the tile's 2 BN
+// (K's, then V's), one 16-byte raw chunk (16 dims) at a time: chunks 0 .. 3
+// into column block 0, then 4 .. 7 into block 1, where the raw row lies.
+// Output chunk k overwrites raw chunk k, and raw chunk c is read before
+// output chunks 2 c - 8 and 2 c - 7 are written, so each raw chunk is read
+// before it is overwritten, by the same thread.  A quarter warp's 8 rows
+// put a chunk in 8 different bank groups.  Rows past the tile's keys were
+// zero-filled: they become zeros (V rows must stay finite).  The proxy
+// fence orders these generic writes before the products' reads and the
+// stage's next boxes.
+template <int CACHE, int BN, int NT>
+__device__ __forceinline__ void sm90_convert_fp8(uint8_t *kbuf, int tile_bytes, int i) {
+#pragma unroll 1
+  for (int row = i; row < 2 * BN; row += NT) {
+    uint8_t *const buf = kbuf + (row < BN ? 0 : tile_bytes);
+    const int r = row < BN ? row : row - BN;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {  // raw chunk c: dims 16 c .. + 15 -> chunks 2 c, 2 c + 1
+      const uint4 raw = *reinterpret_cast<const uint4 *>(buf + swz_chunk<BN>(r, 8 + c));
+      uint4 lo, hi;
+      fp8x4_to_h2<CACHE>(raw.x, lo.x, lo.y);
+      fp8x4_to_h2<CACHE>(raw.y, lo.z, lo.w);
+      fp8x4_to_h2<CACHE>(raw.z, hi.x, hi.y);
+      fp8x4_to_h2<CACHE>(raw.w, hi.z, hi.w);
+      *reinterpret_cast<uint4 *>(buf + swz_chunk<BN>(r, 2 * c)) = lo;
+      *reinterpret_cast<uint4 *>(buf + swz_chunk<BN>(r, 2 * c + 1)) = hi;
+    }
+  }
+  fence_proxy_async_if(true);
+}
+#endif  // VATTN_SM90A
+
+template <class T, int CACHE, int HS>
 __global__ void __launch_bounds__(384, 1)
     attention_sm90_kernel(const AttnParams p, const __grid_constant__ Sm90KvMaps maps) {
 #if VATTN_SM90A
-  using S = Sm90Shape<HS>;
+  constexpr bool kFp8 = CACHE != kCacheAuto;
+  using S = Sm90Shape<HS, kFp8>;
+  // The products' operand type: fp8 caches are converted to fp16, exactly
+  // (Q to fp16 once per unit: exact for |q| in [2^-14, 65504], as in the
+  // decode kernel; P in fp16 is at least as precise as in bf16).
+  using MT = typename std::conditional<kFp8, __half, T>::type;
   constexpr int BM = S::BM, BN = S::BN, ST = S::kStages;
   constexpr int DF = HS / 8;  // 8-wide output fragments
   constexpr int NF = BN / 8;  // 8-wide score fragments
@@ -173,11 +271,12 @@ __global__ void __launch_bounds__(384, 1)
   UnitSlot *ring = reinterpret_cast<UnitSlot *>(bars + S::kBars);
   const uint32_t aKV = smem_u32(sKV), aBar = smem_u32(bars);
   auto q_buf = [&](int u) { return sQ + (u & 1) * S::kQBytes; };
-  // mbarrier addresses: full[s], empty[s], qfull[b], qempty[b].
+  // mbarrier addresses: full[s], empty[s], qfull[b], qempty[b], raw[s] (fp8).
   auto bar_full = [&](int s) { return aBar + 8u * s; };
   auto bar_empty = [&](int s) { return aBar + 8u * (ST + s); };
   auto bar_qfull = [&](int b) { return aBar + 8u * (2 * ST + b); };
   auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + 2 + b); };
+  auto bar_raw = [&](int s) { return aBar + 8u * (2 * ST + 4 + s); };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
@@ -235,17 +334,29 @@ __global__ void __launch_bounds__(384, 1)
     // each lie in one cache block (the producer's `lead` test: block size
     // and key start multiples of 16; dense K / V rows are consecutive).
     const bool full_tma = maps.use != 0 && (!p.paged || ((bs & 15) == 0 && (ik.kstart & 15) == 0));
-    s.fence_from = full_tma ? s.ntiles - 1 : 0;
+    // fp8: the producer writes every tile's 16-bit rows itself and fences
+    // before it marks the tile full (convert_tile), so no consumer fences.
+    if constexpr (kFp8)
+      s.fence_from = s.ntiles;
+    else
+      s.fence_from = full_tma ? s.ntiles - 1 : 0;
   };
 
+  // fp8: the producer's first two warps copy (S::kLoaders threads: the
+  // qfull and raw arrivals), the other two convert (the full arrivals).
+  __shared__ int s_fp8_end;  // fp8: the CTA's tile count once the loader is done, else -1
   if (tid == 0) {
     for (int s = 0; s < ST; ++s) {
-      mbar_init(bar_full(s), S::kProducers);
+      mbar_init(bar_full(s), kFp8 ? S::kProducers - S::kLoaders : S::kProducers);
       mbar_init(bar_empty(s), S::kConsumers / 32);
     }
     for (int b = 0; b < 2; ++b) {
-      mbar_init(bar_qfull(b), S::kProducers + 1);  // + the ring slot's release
+      mbar_init(bar_qfull(b), S::kLoaders + 1);  // + the ring slot's release
       mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
+    }
+    if constexpr (kFp8) {
+      for (int s = 0; s < ST; ++s) mbar_init(bar_raw(s), S::kLoaders);
+      s_fp8_end = -1;
     }
   }
   // Lanes 0..7 of the ring warp: wi / wr the next item / request word;
@@ -312,8 +423,9 @@ __global__ void __launch_bounds__(384, 1)
     const int cc = lane % CH, cr = lane / CH;
     const bool row_warp = pw * 32 < BN;
 
-    // Q rows of unit r (rows past num_rows zero: never stored).
-    auto load_q = [&](int r) {
+    // Q rows [32 rg, 32 rg + 32) of unit r (rows past num_rows zero: never
+    // stored).
+    auto load_q = [&](int r, int rg) {
       const UnitSlot &s = ring[r % kUnitRing];
       const RowMap rm = row_map_of(p, s.it, s.rq, s.kvh);
       const int rows = s.it.num_rows;
@@ -321,13 +433,13 @@ __global__ void __launch_bounds__(384, 1)
       {
         int64_t tok;
         int h;
-        rm.of(32 * pw + lane, &tok, &h);
+        rm.of(32 * rg + lane, &tok, &h);
         row_q = static_cast<const T *>(p.q) + tok * p.q_stride_tok + h * p.q_stride_head;
       }
       const uint32_t dq = smem_u32(q_buf(r));
 #pragma unroll 4
       for (int i = 0; i < 32 / LPR; ++i) {
-        const int wr_ = cr + LPR * i, row = 32 * pw + wr_;
+        const int wr_ = cr + LPR * i, row = 32 * rg + wr_;
         const T *src = reinterpret_cast<const T *>(
             __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_q), wr_));
         cp_async_16_s(dq + swz_chunk<BM>(row, cc), row < rows ? src + cc * 8 : p.q, row < rows ? 16 : 0);
@@ -421,36 +533,101 @@ __global__ void __launch_bounds__(384, 1)
     // first tile, a unit ahead of its use: the consumers load it at the end
     // of unit u's key loop, and with it issued after unit u's last tile (a
     // few tiles before that on short units) they waited for it.
+    // (fp8: each loader warp copies two row groups.)
     auto issue_q = [&](int u) {
       mbar_wait(bar_qempty(u & 1), ((u >> 1) & 1) ^ 1);
-      if (ring[u % kUnitRing].ntiles > 0) load_q(u);
+      if (ring[u % kUnitRing].ntiles > 0) {
+        if constexpr (kFp8) {
+#pragma unroll 1
+          for (int rg = pw; rg < BM / 32; rg += S::kLoaders / 32) load_q(u, rg);
+        } else {
+          load_q(u, pw);
+        }
+      }
       mbar_arrive_cp_async(bar_qfull(u & 1));
       if (tid == S::kConsumers) mbar_arrive(bar_qfull(u & 1));  // publishes the ring (ring warp, lane 0)
     };
+    if constexpr (kFp8) {
+      if (pw >= S::kLoaders / 32) {
+        // Converters: every tile of the CTA in order, as its raw bytes land
+        // (the loaders' termination: a completion of the next tile's raw
+        // barrier with s_fp8_end set).
+        const int ci = tid - S::kConsumers - S::kLoaders;
+#pragma unroll 1
+        for (int k = 0;; ++k) {
+          const int cs = k % ST;
+          mbar_wait(bar_raw(cs), (k / ST) & 1);
+          if (k == s_fp8_end) break;
+          sm90_convert_fp8<CACHE, BN, S::kProducers - S::kLoaders>(sKV + cs * 2 * S::kTileBytes, S::kTileBytes,
+                                                                   ci);
+          mbar_arrive(bar_full(cs));
+        }
+        return;
+      }
+    }
+    // The unit loop: the loaders' (fp8) or every producer thread's.  Two
+    // copies of it: with one loop and the fp8 steps under `if constexpr`,
+    // ptxas spilled registers in the 16-bit instance's consumers.
     TileKey tk;
     tile_offsets(tk);
     int st = 0;
     uint32_t ph = 0;  // parity of the stage's current fill
     issue_q(0);
+    if constexpr (kFp8) {
+      int k = 0;  // tiles issued
 #pragma unroll 1
-    for (int u = 0;; ++u) {
-      if (u > 0) {
-        if (warp == kRingWarp && lane < 8) ring_step(u);
-        named_barrier_sync(1, S::kProducers);  // the ring's new slots
-      }
-      const int nt = ring[u % kUnitRing].ntiles;
-      if (nt == 0) break;  // its slot went out with unit u - 1's Q
-#pragma unroll 1
-      for (int t = 0; t < nt; ++t) {
-        mbar_wait(bar_empty(st), ph ^ 1);
-        load_tile(st, tk);
-        mbar_arrive_cp_async(bar_full(st));
-        tile_offsets(tk);  // the next tile's (past the last unit: nv = 0, unused)
-        if (++st == ST) {
-          st = 0;
-          ph ^= 1;
+      for (int u = 0;; ++u) {
+        if (u > 0) {
+          if (warp == kRingWarp && lane < 8) ring_step(u);
+          named_barrier_sync(1, S::kLoaders);  // the ring's new slots
         }
-        if (t == 0) issue_q(u + 1);  // slot u + 1 is complete (units u .. u + 3 are)
+        const int nt = ring[u % kUnitRing].ntiles;
+        if (nt == 0) break;
+#pragma unroll 1
+        for (int t = 0; t < nt; ++t, ++k) {
+          mbar_wait(bar_empty(st), ph ^ 1);
+          // (A device function, not a lambda: lambdas that capture the
+          // kernel's state made ptxas spill in the 16-bit instance.)
+          sm90_load_raw_fp8<HS, BN>(p, maps, aKV + st * 2 * S::kTileBytes, S::kTileBytes, bar_raw(st), cu_kvh,
+                                    tk.blk, tk.slot, tk.nv, pw, lane);
+          mbar_arrive_cp_async(bar_raw(st));
+          tile_offsets(tk);
+          if (++st == ST) {
+            st = 0;
+            ph ^= 1;
+          }
+          if (t == 0) issue_q(u + 1);
+        }
+      }
+      // Termination: stage st is free once the consumers are done with the
+      // tile it held (whose raw phase completed before that); the next
+      // completion of its raw barrier, by plain arrivals, carries the CTA's
+      // tile count.
+      mbar_wait(bar_empty(st), ph ^ 1);
+      if (tid == S::kConsumers) s_fp8_end = k;
+      __syncwarp();
+      mbar_arrive(bar_raw(st));
+    } else {
+#pragma unroll 1
+      for (int u = 0;; ++u) {
+        if (u > 0) {
+          if (warp == kRingWarp && lane < 8) ring_step(u);
+          named_barrier_sync(1, S::kProducers);  // the ring's new slots
+        }
+        const int nt = ring[u % kUnitRing].ntiles;
+        if (nt == 0) break;  // its slot went out with unit u - 1's Q
+#pragma unroll 1
+        for (int t = 0; t < nt; ++t) {
+          mbar_wait(bar_empty(st), ph ^ 1);
+          load_tile(st, tk);
+          mbar_arrive_cp_async(bar_full(st));
+          tile_offsets(tk);  // the next tile's (past the last unit: nv = 0, unused)
+          if (++st == ST) {
+            st = 0;
+            ph ^= 1;
+          }
+          if (t == 0) issue_q(u + 1);  // slot u + 1 is complete (units u .. u + 3 are)
+        }
       }
     }
     cp_async_wait_all();
@@ -515,6 +692,15 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk)
       ldmatrix_x4(qa[kk], b + swz_chunk<BM>(wrow0 + (lane & 15), 2 * kk + (lane >> 4)));
+    if constexpr (!std::is_same<MT, T>::value) {  // bf16 Q, fp16 products (fp8 cache)
+#pragma unroll
+      for (int kk = 0; kk < HS / 16; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&qa[kk][e]));
+          qa[kk][e] = Elem<__half>::pack2(f.x, f.y);
+        }
+    }
   };
   // The wgmma issue paths below are uniform over the warpgroup (no
   // per-warpgroup tile skipping: a warpgroup that sees none of a tile
@@ -523,14 +709,14 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-      wgmma_rs<BN, T>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
+      wgmma_rs<BN, MT>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
     }
     wgmma_commit();
   };
   auto issue_pv = [&](int gt) {  // O += P V of the tile in stage gt
 #pragma unroll
     for (int k2 = 0; k2 < BN / 16; ++k2)
-      wgmma_rs_tb<HS, T>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
+      wgmma_rs_tb<HS, MT>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
     wgmma_commit();
   };
   // Unit u's slot once its Q has landed (ntiles == 0: the CTA's units ended).
@@ -609,10 +795,10 @@ __global__ void __launch_bounds__(384, 1)
     auto pack_p = [&]() {
 #pragma unroll
       for (int k2 = 0; k2 < BN / 16; ++k2) {
-        pa[k2][0] = Elem<T>::pack2(s[2 * k2][0], s[2 * k2][1]);
-        pa[k2][1] = Elem<T>::pack2(s[2 * k2][2], s[2 * k2][3]);
-        pa[k2][2] = Elem<T>::pack2(s[2 * k2 + 1][0], s[2 * k2 + 1][1]);
-        pa[k2][3] = Elem<T>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
+        pa[k2][0] = Elem<MT>::pack2(s[2 * k2][0], s[2 * k2][1]);
+        pa[k2][1] = Elem<MT>::pack2(s[2 * k2][2], s[2 * k2][3]);
+        pa[k2][2] = Elem<MT>::pack2(s[2 * k2 + 1][0], s[2 * k2 + 1][1]);
+        pa[k2][3] = Elem<MT>::pack2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
       }
     };
 

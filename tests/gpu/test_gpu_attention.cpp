@@ -181,6 +181,40 @@ TEST(GpuAttention, DecodeHeadSize64) {
   }
 }
 
+// fp8 caches at head size 128 through the Hopper prefill kernel (on compute
+// capability 9.0; attention_kernel with VATTN_CUDA_SM90=0): its producer
+// converts each K / V tile's raw bytes to fp16 in shared memory.  Both fp8
+// kinds, fp16 and bf16 activations (bf16 Q goes to fp16 for the products),
+// both layouts, block sizes 16 and 32, GQA 1 / 4 / 8, k / v scales, a
+// window, soft-cap, ALiBi, sinks, LSE; fresh prefills, chunked prefills
+// after cached context whose keys end inside a 16-key segment (cp.async
+// rows beside TMA boxes), a long prompt of many key tiles (split into parts
+// where the batch leaves SMs idle) and decodes in the same batch.
+TEST(GpuAttention, Fp8PrefillHeadSize128) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  for (int variant = 0; variant < 8; ++variant) {
+    ct::Config c;
+    c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
+    c.kv_cache_dtype = variant % 4 < 2 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_FP8_E5M2;
+    c.k_scale = pick(g, {0.5f, 0.25f, 1.f});
+    c.v_scale = pick(g, {0.5f, 0.125f, 1.f});
+    c.head_size = 128;
+    c.num_kv_heads = 1 + variant % 2;
+    c.num_heads = c.num_kv_heads * (variant % 3 == 0 ? 1 : variant % 3 == 1 ? 4 : 8);
+    c.block_size = variant < 4 ? 16 : 32;
+    c.layout = variant / 2 % 2 ? VATTN_LAYOUT_HND : VATTN_LAYOUT_NHD;
+    c.sliding_window = variant == 3 ? 100 : 0;
+    c.soft_cap = variant == 5 ? 10.f : 0.f;
+    c.alibi = variant == 6;
+    c.sinks = variant % 4 == 1;
+    c.want_lse = true;
+    c.num_threads = 8;
+    SCOPED_TRACE("fp8 prefill, variant " + std::to_string(variant) + " " + c.str());
+    gt::run_gpu_case(c, {300, 57, 1, 130, 2, 700}, {300, 1000, 800, 901, 2, 700}, g, variant % 2 ? 0 : 8);
+  }
+}
+
 TEST(GpuAttention, EncoderTypesAndCross) {
   GPU_TEST_REQUIRE();
   std::mt19937_64 g(vt::test_seed());
