@@ -1,10 +1,21 @@
-// attention_sm90.cuh -- the Hopper (sm_90a) variant of attention_kernel for
-// 16-bit caches: the same items, masks, softmax and epilogue
-// (attention_item.cuh, softmax.cuh), with the two products on warpgroup MMA
-// (wgmma.cuh) instead of mma.sync.  launch_attention picks it on compute
-// capability 9.0 for head sizes 64 and 128 with a bf16 / fp16 cache
-// (VATTN_CUDA_SM90=0 in the environment keeps attention_kernel; tests use it
-// to check both).
+// attention_sm90.cuh -- the Hopper (sm_90a) variant of attention_kernel:
+// the same items, masks, softmax and epilogue (attention_item.cuh,
+// softmax.cuh), with the two products on warpgroup MMA (wgmma.cuh) instead
+// of mma.sync.  launch_attention picks it on compute capability 9.0 for head
+// sizes 64 and 128 with a bf16 / fp16 cache and for head size 128 with an
+// fp8 cache (VATTN_CUDA_SM90=0 in the environment keeps attention_kernel;
+// tests use it to check both).
+//
+// fp8 caches (CACHE = e4m3 / e5m2; the differences from the description
+// below): the products run in fp16 on K / V converted exactly from fp8
+// (bf16 Q goes to fp16 once per unit, exact for |q| in [2^-14, 65504], as
+// in the decode kernel).  Two producer warps copy a tile's raw bytes into
+// the upper half of its stage (raw barrier), the other two convert them in
+// place to the 16-bit layout and mark the tile full (sm90_load_raw_fp8,
+// sm90_convert_fp8); key tiles are 64 keys in 4 stages.  H200, fp8 prefill
+// eager us against attention_kernel: causal 16x1024 793 -> 378, 4x4096
+// 2682 -> 1061, 1x16384 10238 -> 3975 (bf16 cache, same run: 305 / 890-990
+// / 3640).
 //
 // Persistent: one CTA per SM (sm90_max_ctas()), each running a sequence of
 // units (unit = item x KV head) taken from the builder's claim order
@@ -208,30 +219,33 @@ __device__ __forceinline__ void sm90_load_raw_fp8(const AttnParams &p, const Sm9
 
 // sm90_convert_fp8: the landed raw K and V of a stage (kbuf: its K buffer,
 // V at + tile_bytes) -> the 16-bit layout the products read, in place;
-// producer thread i (0 .. 127) takes rows i and i + 128 of the tile's 2 BN
-// (K's, then V's), one 16-byte raw chunk (16 dims) at a time: chunks 0 .. 3
-// into column block 0, then 4 .. 7 into block 1, where the raw row lies.
-// Output chunk k overwrites raw chunk k, and raw chunk c is read before
-// output chunks 2 c - 8 and 2 c - 7 are written, so each raw chunk is read
-// before it is overwritten, by the same thread.  A quarter warp's 8 rows
-// put a chunk in 8 different bank groups.  Rows past the tile's keys were
-// zero-filled: they become zeros (V rows must stay finite).  The proxy
-// fence orders these generic writes before the products' reads and the
-// stage's next boxes.
+// converter thread i (0 .. NT - 1) takes rows i, i + NT, ... of the tile's
+// 2 BN (K's, then V's).  A row's raw bytes lie where its dims 64 .. 127 go
+// (column block 1), so the thread reads all 8 raw chunks of the row before
+// it writes the 16 converted ones (H200, same-run A/B, fp8 prefill eager
+// us, one raw chunk read and converted at a time -> the whole row first:
+// causal 16x1024 404.8-408.2 -> 377.8-378.1, 4x4096 1245.7-1249.2 ->
+// 1058.9-1063.0, 1x16384 4629-4639 -> 3969-3981, e5m2 8x2000 663.6-664.6 ->
+// 586.1-587.1).  A quarter warp's 8 rows put a chunk in 8 different bank
+// groups.  Rows past the tile's keys were zero-filled: they become zeros (V
+// rows must stay finite).  The proxy fence orders these generic writes
+// before the products' reads and the stage's next boxes.
 template <int CACHE, int BN, int NT>
 __device__ __forceinline__ void sm90_convert_fp8(uint8_t *kbuf, int tile_bytes, int i) {
 #pragma unroll 1
   for (int row = i; row < 2 * BN; row += NT) {
     uint8_t *const buf = kbuf + (row < BN ? 0 : tile_bytes);
     const int r = row < BN ? row : row - BN;
+    uint4 raw[8];  // raw chunk c: dims 16 c .. + 15
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {  // raw chunk c: dims 16 c .. + 15 -> chunks 2 c, 2 c + 1
-      const uint4 raw = *reinterpret_cast<const uint4 *>(buf + swz_chunk<BN>(r, 8 + c));
+    for (int c = 0; c < 8; ++c) raw[c] = *reinterpret_cast<const uint4 *>(buf + swz_chunk<BN>(r, 8 + c));
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {  // -> 16-bit chunks 2 c, 2 c + 1
       uint4 lo, hi;
-      fp8x4_to_h2<CACHE>(raw.x, lo.x, lo.y);
-      fp8x4_to_h2<CACHE>(raw.y, lo.z, lo.w);
-      fp8x4_to_h2<CACHE>(raw.z, hi.x, hi.y);
-      fp8x4_to_h2<CACHE>(raw.w, hi.z, hi.w);
+      fp8x4_to_h2<CACHE>(raw[c].x, lo.x, lo.y);
+      fp8x4_to_h2<CACHE>(raw[c].y, lo.z, lo.w);
+      fp8x4_to_h2<CACHE>(raw[c].z, hi.x, hi.y);
+      fp8x4_to_h2<CACHE>(raw[c].w, hi.z, hi.w);
       *reinterpret_cast<uint4 *>(buf + swz_chunk<BN>(r, 2 * c)) = lo;
       *reinterpret_cast<uint4 *>(buf + swz_chunk<BN>(r, 2 * c + 1)) = hi;
     }
