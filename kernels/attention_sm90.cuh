@@ -358,7 +358,11 @@ __global__ void __launch_bounds__(384, 1)
 
   // fp8: the producer's first two warps copy (S::kLoaders threads: the
   // qfull and raw arrivals), the other two convert (the full arrivals).
-  __shared__ int s_fp8_end;  // fp8: the CTA's tile count once the loader is done, else -1
+  // fp8: per stage, 1 when its raw barrier's latest completion ends the
+  // CTA's tiles (the loaders' termination), else 0.  Written only while
+  // the stage is free and read after its raw barrier completes, so reads
+  // and writes never overlap.
+  __shared__ int s_fp8_stop[4];
   if (tid == 0) {
     for (int s = 0; s < ST; ++s) {
       mbar_init(bar_full(s), kFp8 ? S::kProducers - S::kLoaders : S::kProducers);
@@ -369,8 +373,11 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
     }
     if constexpr (kFp8) {
-      for (int s = 0; s < ST; ++s) mbar_init(bar_raw(s), S::kLoaders);
-      s_fp8_end = -1;
+      static_assert(ST <= 4, "s_fp8_stop");
+      for (int s = 0; s < ST; ++s) {
+        mbar_init(bar_raw(s), S::kLoaders);
+        s_fp8_stop[s] = 0;
+      }
     }
   }
   // Lanes 0..7 of the ring warp: wi / wr the next item / request word;
@@ -565,13 +572,13 @@ __global__ void __launch_bounds__(384, 1)
       if (pw >= S::kLoaders / 32) {
         // Converters: every tile of the CTA in order, as its raw bytes land
         // (the loaders' termination: a completion of the next tile's raw
-        // barrier with s_fp8_end set).
+        // barrier with its stop flag set).
         const int ci = tid - S::kConsumers - S::kLoaders;
 #pragma unroll 1
         for (int k = 0;; ++k) {
           const int cs = k % ST;
           mbar_wait(bar_raw(cs), (k / ST) & 1);
-          if (k == s_fp8_end) break;
+          if (s_fp8_stop[cs]) break;
           sm90_convert_fp8<CACHE, BN, S::kProducers - S::kLoaders>(sKV + cs * 2 * S::kTileBytes, S::kTileBytes,
                                                                    ci);
           mbar_arrive(bar_full(cs));
@@ -588,7 +595,6 @@ __global__ void __launch_bounds__(384, 1)
     uint32_t ph = 0;  // parity of the stage's current fill
     issue_q(0);
     if constexpr (kFp8) {
-      int k = 0;  // tiles issued
 #pragma unroll 1
       for (int u = 0;; ++u) {
         if (u > 0) {
@@ -598,7 +604,7 @@ __global__ void __launch_bounds__(384, 1)
         const int nt = ring[u % kUnitRing].ntiles;
         if (nt == 0) break;
 #pragma unroll 1
-        for (int t = 0; t < nt; ++t, ++k) {
+        for (int t = 0; t < nt; ++t) {
           mbar_wait(bar_empty(st), ph ^ 1);
           // (A device function, not a lambda: lambdas that capture the
           // kernel's state made ptxas spill in the 16-bit instance.)
@@ -615,10 +621,10 @@ __global__ void __launch_bounds__(384, 1)
       }
       // Termination: stage st is free once the consumers are done with the
       // tile it held (whose raw phase completed before that); the next
-      // completion of its raw barrier, by plain arrivals, carries the CTA's
-      // tile count.
+      // completion of its raw barrier, by plain arrivals, carries its stop
+      // flag.
       mbar_wait(bar_empty(st), ph ^ 1);
-      if (tid == S::kConsumers) s_fp8_end = k;
+      if (tid == S::kConsumers) s_fp8_stop[st] = 1;
       __syncwarp();
       mbar_arrive(bar_raw(st));
     } else {
