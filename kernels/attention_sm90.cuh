@@ -12,10 +12,11 @@
 // in the decode kernel).  Two producer warps copy a tile's raw bytes into
 // the upper half of its stage (raw barrier), the other two convert them in
 // place to the 16-bit layout and mark the tile full (sm90_load_raw_fp8,
-// sm90_convert_fp8); key tiles are 64 keys in 4 stages.  H200, fp8 prefill
-// eager us against attention_kernel: causal 16x1024 793 -> 378, 4x4096
-// 2682 -> 1061, 1x16384 10238 -> 3975 (bf16 cache, same run: 305 / 890-990
-// / 3640).
+// sm90_convert_fp8); key tiles are 64 keys in 4 stages.  H100, same-run
+// A/B, fp8 prefill eager us, attention_kernel -> this: causal 16x1024
+// 781-792 -> 379.5-379.9, 4x4096 2607-2620 -> 1062-1081, 1x16384
+// 9910-9951 -> 3873-3908 (a bf16 cache in the same run: 314-317 / 896-990
+// / 3549-3650).
 //
 // Persistent: one CTA per SM (sm90_max_ctas()), each running a sequence of
 // units (unit = item x KV head) taken from the builder's claim order
@@ -222,11 +223,12 @@ __device__ __forceinline__ void sm90_load_raw_fp8(const AttnParams &p, const Sm9
 // converter thread i (0 .. NT - 1) takes rows i, i + NT, ... of the tile's
 // 2 BN (K's, then V's).  A row's raw bytes lie where its dims 64 .. 127 go
 // (column block 1), so the thread reads all 8 raw chunks of the row before
-// it writes the 16 converted ones (H200, same-run A/B, fp8 prefill eager
-// us, one raw chunk read and converted at a time -> the whole row first:
-// causal 16x1024 404.8-408.2 -> 377.8-378.1, 4x4096 1245.7-1249.2 ->
-// 1058.9-1063.0, 1x16384 4629-4639 -> 3969-3981, e5m2 8x2000 663.6-664.6 ->
-// 586.1-587.1).  A quarter warp's 8 rows put a chunk in 8 different bank
+// it writes the 16 converted ones.  One chunk read and converted at a time
+// ordered each next load after the stores (H200, same-run A/B, fp8 prefill
+// eager us, one chunk -> four chunks read first: causal 16x1024
+// 404.8-408.2 -> 374.6-374.8, 4x4096 1245.7-1249.2 -> 1073.0-1076.0,
+// 1x16384 4629-4639 -> 3997, e5m2 8x2000 663.6-664.6 -> 590.7-591.8; all
+// eight measured within 1% of four).  A quarter warp's 8 rows put a chunk in 8 different bank
 // groups.  Rows past the tile's keys were zero-filled: they become zeros (V
 // rows must stay finite).  The proxy fence orders these generic writes
 // before the products' reads and the stage's next boxes.
