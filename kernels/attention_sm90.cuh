@@ -12,11 +12,11 @@
 // in the decode kernel).  Two producer warps copy a tile's raw bytes into
 // the upper half of its stage (raw barrier), the other two convert them in
 // place to the 16-bit layout and mark the tile full (sm90_load_raw_fp8,
-// sm90_convert_fp8); key tiles are 64 keys in 4 stages.  H100, same-run
-// A/B, fp8 prefill eager us, attention_kernel -> this: causal 16x1024
-// 781-792 -> 379.5-379.9, 4x4096 2607-2620 -> 1062-1081, 1x16384
-// 9910-9951 -> 3873-3908 (a bf16 cache in the same run: 314-317 / 896-990
-// / 3549-3650).
+// sm90_convert_fp8); key tiles are 64 keys in 4 stages (shared memory: 64 +
+// 4 x 32 + 16 KiB + tables).  H100, same-run A/B, fp8 prefill eager us,
+// attention_kernel -> this: causal 16x1024 781-792 -> 379.5-379.9, 4x4096
+// 2607-2620 -> 1062-1081, 1x16384 9910-9951 -> 3873-3908 (a bf16 cache in
+// the same run: 314-317 / 896-990 / 3549-3650).
 //
 // Persistent: one CTA per SM (sm90_max_ctas()), each running a sequence of
 // units (unit = item x KV head) taken from the builder's claim order
@@ -228,10 +228,11 @@ __device__ __forceinline__ void sm90_load_raw_fp8(const AttnParams &p, const Sm9
 // eager us, one chunk -> four chunks read first: causal 16x1024
 // 404.8-408.2 -> 374.6-374.8, 4x4096 1245.7-1249.2 -> 1073.0-1076.0,
 // 1x16384 4629-4639 -> 3997, e5m2 8x2000 663.6-664.6 -> 590.7-591.8; all
-// eight measured within 1% of four).  A quarter warp's 8 rows put a chunk in 8 different bank
-// groups.  Rows past the tile's keys were zero-filled: they become zeros (V
-// rows must stay finite).  The proxy fence orders these generic writes
-// before the products' reads and the stage's next boxes.
+// eight measured within 1% of four).  A quarter warp's 8 rows put a chunk
+// in 8 different bank groups.  Rows past the tile's keys were zero-filled:
+// they become zeros (V rows must stay finite).  The proxy fence orders
+// these generic writes before the products' reads and the stage's next
+// boxes.
 template <int CACHE, int BN, int NT>
 __device__ __forceinline__ void sm90_convert_fp8(uint8_t *kbuf, int tile_bytes, int i) {
 #pragma unroll 1
@@ -351,20 +352,20 @@ __global__ void __launch_bounds__(384, 1)
     // and key start multiples of 16; dense K / V rows are consecutive).
     const bool full_tma = maps.use != 0 && (!p.paged || ((bs & 15) == 0 && (ik.kstart & 15) == 0));
     // fp8: the producer writes every tile's 16-bit rows itself and fences
-    // before it marks the tile full (convert_tile), so no consumer fences.
+    // before it marks the tile full (sm90_convert_fp8): no consumer fences.
     if constexpr (kFp8)
       s.fence_from = s.ntiles;
     else
       s.fence_from = full_tma ? s.ntiles - 1 : 0;
   };
 
-  // fp8: the producer's first two warps copy (S::kLoaders threads: the
-  // qfull and raw arrivals), the other two convert (the full arrivals).
   // fp8: per stage, 1 when its raw barrier's latest completion ends the
   // CTA's tiles (the loaders' termination), else 0.  Written only while
   // the stage is free and read after its raw barrier completes, so reads
   // and writes never overlap.
   __shared__ int s_fp8_stop[4];
+  // fp8: the producer's first two warps copy (S::kLoaders threads: the
+  // qfull and raw arrivals), the other two convert (the full arrivals).
   if (tid == 0) {
     for (int s = 0; s < ST; ++s) {
       mbar_init(bar_full(s), kFp8 ? S::kProducers - S::kLoaders : S::kProducers);
