@@ -59,6 +59,9 @@ def issue_shapes():
     out.append(shape("mixed-part-4x512@2k", "mixed", 0, 0, decodes=0))
     out.append(shape("mixed-part-128dec@2k", "mixed", 0, 0, prefills=0))
     out.append(shape("cache-write-64k", "cache-write", 64, 1024))
+    # Prefill on an fp8 cache (last, so that a spent time budget skips these first).
+    for B, L in [(16, 1024), (4, 4096)]:
+        out.append(shape("prefill-fp8-causal-%dx%d" % (B, L), "prefill", B, L, kv_dtype="fp8"))
     return out
 
 
@@ -410,6 +413,8 @@ def table(rows, meta):
         wl = s["workload"]
         if wl == "decode":
             wl = "decode %s%s" % (s["dtype"], "" if s["kv_dtype"] == "auto" else " / kv " + s["kv_dtype"])
+        elif wl == "prefill" and s["kv_dtype"] != "auto":
+            wl = "prefill / kv " + s["kv_dtype"]
         cells = [wl, shape_label(s)]
         best_torch = None
         vt = None
