@@ -719,10 +719,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int kk = 0; kk < HS / 16; ++kk)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&qa[kk][e]));
-          qa[kk][e] = Elem<__half>::pack2(f.x, f.y);
-        }
+        for (int e = 0; e < 4; ++e) qa[kk][e] = bf16x2_as_h2(qa[kk][e]);
     }
   };
   // The wgmma issue paths below are uniform over the warpgroup (no

@@ -168,6 +168,13 @@ __device__ __forceinline__ uint32_t h2_bits_as(uint32_t h) {
   }
 }
 
+// bf16x2 bits -> f16x2 bits (the fp16 products of fp8 caches take bf16 Q
+// this way: exact for |x| in [2^-14, 65504]).
+__device__ __forceinline__ uint32_t bf16x2_as_h2(uint32_t b) {
+  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&b));
+  return Elem<__half>::pack2(f.x, f.y);
+}
+
 // ---- PTX wrappers (sm_80+) -----------------------------------------------------
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

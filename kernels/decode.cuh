@@ -351,10 +351,7 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
         if constexpr (kFp8 && !std::is_same<T, __half>::value) {  // bf16 -> fp16
           uint32_t *u = reinterpret_cast<uint32_t *>(&val);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u[e]));
-            u[e] = Elem<__half>::pack2(f.x, f.y);
-          }
+          for (int e = 0; e < 4; ++e) u[e] = bf16x2_as_h2(u[e]);
         }
       }
       *reinterpret_cast<uint4 *>(sQ + row * SROW + ch * 8) = val;
