@@ -62,6 +62,9 @@ def issue_shapes():
     # Prefill on an fp8 cache (last, so that a spent time budget skips these first).
     for B, L in [(16, 1024), (4, 4096)]:
         out.append(shape("prefill-fp8-causal-%dx%d" % (B, L), "prefill", B, L, kv_dtype="fp8"))
+    # Prefill at head size 256 (Gemma-style heads; no issue target).
+    for B, L in [(16, 1024), (4, 4096)]:
+        out.append(shape("prefill-D256-causal-%dx%d" % (B, L), "prefill", B, L, head_size=256))
     return out
 
 

@@ -59,13 +59,14 @@ static bool env_switch_on(const char *name) {
   return !(e && e[0] == '0' && e[1] == '\0');
 }
 
-bool sm90_attention_enabled() {
+bool sm90_attention_enabled_on(int dev) {
   static const bool env_on = env_switch_on("VATTN_CUDA_SM90");
   if (!env_on) return false;
-  const int dev = current_device();
-  return dev >= 0 && device_attr<cudaDevAttrComputeCapabilityMajor>(dev) == 9 &&
+  return dev >= 0 && dev < kMaxDevices && device_attr<cudaDevAttrComputeCapabilityMajor>(dev) == 9 &&
          device_attr<cudaDevAttrComputeCapabilityMinor>(dev) == 0;
 }
+
+bool sm90_attention_enabled() { return sm90_attention_enabled_on(current_device()); }
 
 int sm90_max_ctas() {
   // VATTN_CUDA_SM90_CTAS=<n> caps the grid (tests use a few CTAs so that
@@ -128,10 +129,15 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, in
   m->seg_rows = static_cast<int32_t>(rows);
 }
 
-int32_t attention_rows_per_tile(int32_t hs) {
+int32_t attention_rows_per_tile(int32_t hs, int32_t cache, int32_t device) {
+  const bool fp8 = cache != kCacheAuto;
   switch (hs) {
-#define VATTN_X(H) \
-  case H: return AttnShape<H>::BM;
+#define VATTN_X(H)                                                                                      \
+  case H:                                                                                               \
+    if ((fp8 ? has_sm90_variant<kCacheE4M3, H>() : has_sm90_variant<kCacheAuto, H>()) &&                \
+        sm90_attention_enabled_on(device))                                                              \
+      return Sm90Shape<128>::BM;                                                                        \
+    return AttnShape<H>::BM;
     VATTN_ATTN_HEAD_SIZES(VATTN_X)
 #undef VATTN_X
     default: return kAttnRowsPerTile;

@@ -8,9 +8,11 @@
 //   grid = (grid_x, num_kv_heads); CTA (x, kvh) walks items x, x + grid_x,
 //   ... < *num_items (the count lives on the device, so a captured graph
 //   replays any batch).  An item = up to BM query rows of one request
-//   (BM = 128 for head sizes <= 128, 64 above; attention_rows_per_tile()),
-//   where row = token * G + g packs the G query heads of KV head kvh (GQA
-//   heads share every K/V tile they load), against keys [kv_begin, kv_end).
+//   (BM = 128 for head sizes <= 128, 64 above; attention_rows_per_tile();
+//   an item of a plan built for the Hopper kernel, up to 128 rows at head
+//   size 256, runs as two ranges of BM rows), where row = token * G + g
+//   packs the G query heads of KV head kvh (GQA heads share every K/V tile
+//   they load), against keys [kv_begin, kv_end).
 //
 // CTA = 4 warps; warp w owns rows [16 MT w, 16 MT (w + 1)) as MT m16 tiles
 // (MT = BM / 64), so each K / V fragment read from shared memory feeds MT
@@ -108,8 +110,14 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const AttnParams p) {
 
   ScoreCtx sc = score_ctx_of(p);  // per-item fields (causal, kend) set below
 
-  for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x) {
-    const ItemCtx ic = item_begin(p, item_idx, BN, &sc);
+  // Items of a plan built for the Hopper kernel have up to kAttnMaxItemRows
+  // rows; where BM is smaller (head size 256) an item runs as consecutive
+  // ranges of BM rows (a merging split item has at most 16 rows: one range).
+  constexpr int kRanges = BM >= kAttnMaxItemRows ? 1 : kAttnMaxItemRows / BM;
+  for (int item_idx = blockIdx.x; item_idx < n_items; item_idx += gridDim.x)
+  for (int rg = 0; rg < kRanges; ++rg) {
+    const ItemCtx ic = item_begin<kRanges == 1 ? 0 : BM>(p, item_idx, BN, &sc, rg * BM);
+    if (kRanges > 1 && ic.it.num_rows <= 0) break;
     const AttnItem &it = ic.it;
     const AttnReq &rq = ic.rq;
     const int32_t *bt_row = ic.bt_row;

@@ -17,12 +17,12 @@ namespace kern {
 #define VATTN_ATTN_HEAD_SIZES(X) X(64) X(80) X(96) X(112) X(128) X(256)
 
 // The Hopper variant (attention_sm90.cuh) serves 16-bit caches at head
-// sizes 64 and 128, and fp8 caches at 128 (key rows of one 128-byte box),
+// sizes 64, 128 and 256, and fp8 caches at 128 (key rows of one 128-byte box),
 // when sm90_attention_enabled() (compute capability 9.0, VATTN_CUDA_SM90
 // not 0); prepare and launch take the same branch.
 template <int CACHE, int HS>
 constexpr bool has_sm90_variant() {
-  return CACHE == kCacheAuto ? HS == 64 || HS == 128 : HS == 128;
+  return CACHE == kCacheAuto ? HS == 64 || HS == 128 || HS == 256 : HS == 128;
 }
 
 template <class T, int CACHE, int HS>

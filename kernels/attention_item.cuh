@@ -93,9 +93,19 @@ struct ItemCtx {
   ItemKeys ik;
   const int32_t *bt_row;
 };
-__device__ __forceinline__ ItemCtx item_begin(const AttnParams &p, int item_idx, int BN, ScoreCtx *sc) {
+// ROWS > 0: rows [row0, row0 + ROWS) of the item only (a kernel whose BM is
+// below the plan's item rows runs an item as consecutive row ranges; an
+// empty range has num_rows <= 0).
+template <int ROWS = 0>
+__device__ __forceinline__ ItemCtx item_begin(const AttnParams &p, int item_idx, int BN, ScoreCtx *sc,
+                                              int row0 = 0) {
   ItemCtx c;
   c.it = p.items[item_idx];
+  if constexpr (ROWS > 0) {
+    c.it.q_row0 += row0;
+    c.it.num_rows = min(ROWS, c.it.num_rows - row0);
+    if (c.it.ws_base >= 0) c.it.ws_base += row0;  // partial rows: ws_base + row
+  }
   c.rq = p.reqs[c.it.req];
   sc->causal = c.rq.causal != 0 && p.allow_causal != 0;
   c.ik = item_keys(p, c.it, c.rq, sc->causal, BN);

@@ -2,9 +2,21 @@
 // the same items, masks, softmax and epilogue (attention_item.cuh,
 // softmax.cuh), with the two products on warpgroup MMA (wgmma.cuh) instead
 // of mma.sync.  launch_attention picks it on compute capability 9.0 for head
-// sizes 64 and 128 with a bf16 / fp16 cache and for head size 128 with an
-// fp8 cache (VATTN_CUDA_SM90=0 in the environment keeps attention_kernel;
+// sizes 64, 128 and 256 with a bf16 / fp16 cache and for head size 128 with
+// an fp8 cache (VATTN_CUDA_SM90=0 in the environment keeps attention_kernel;
 // tests use it to check both).
+//
+// Head size 256 (Sm90Shape::kQSmem; the differences from the description
+// below): O holds 128 fp32 registers per consumer thread, so the S product
+// reads Q from shared memory by descriptor (wgmma_ss) instead of registers;
+// Q has one buffer (64 KiB), which the consumers release once the unit's
+// last S product has landed and the producer refills after the unit's last
+// tile; key tiles are 32 keys in 4 stages; final rows leave through the
+// staging rows in two column halves.  Plans built for this kernel have
+// 128-row items, where attention_kernel's BM is 64 (it runs such items in
+// two row ranges).  H100, same-run A/B, eager us, attention_kernel -> this:
+// causal 16x1024 1636 -> 795, 4x4096 5696-5701 -> 2508-2519, 1x16384
+// 22072-22095 -> 9494-9539, non-causal 4x4096 11535-11551 -> 4746-4823.
 //
 // fp8 caches (CACHE = e4m3 / e5m2; the differences from the description
 // below): the products run in fp16 on K / V converted exactly from fp8
@@ -64,11 +76,11 @@
 // leave through each warp's own staging rows as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
-//   2 x Q [HS / 64][BM][64], kStages x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
-//   8 x output staging [HS / 64][8][64] (one per consumer warp), the
+//   kQBufs x Q [HS / 64][BM][64], kStages x (K [HS / 64][BN][64], V [HS / 64][BN][64]),
+//   8 x output staging [kOutCols / 64][8][64] (one per consumer warp), the
 //   mbarriers, 16 unit records.
 // HS = 128: 64 + 3 x 48 + 16 KiB + 1.6 KiB (+1 KiB alignment slack) = 226.6 KiB,
-// one CTA per SM.
+// HS = 256: 64 + 4 x 32 + 16 KiB + 1.6 KiB (+1 KiB) = 210.6 KiB; one CTA per SM.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -111,14 +123,25 @@ static_assert(kStaticRounds >= 8, "units 0 .. 7 take static positions in the rin
 // per stage, `raw` (see the producer's conversion).
 template <int HS, bool FP8 = false>
 struct Sm90Shape {
-  static_assert(HS % 64 == 0 && HS <= 128, "head size 64 or 128");
+  static_assert(HS == 64 || HS == 128 || HS == 256, "head size 64, 128 or 256");
   static_assert(!FP8 || HS == 128, "fp8 caches at head size 128 (one 128-byte TMA box per key row)");
   // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
   // shared memory), 128 at 64.  fp8: 64 keys in 4 buffers, so that two
   // buffers are free for tiles being copied and converted while the
   // consumers hold two (H200, same-run A/B, fp8 prefill eager us, 96 keys x
   // 3 -> 64 x 4: see docs/benchmarks.md).
-  static constexpr int BM = 128, BN = HS == 64 ? 128 : FP8 ? 64 : 96, kStages = FP8 ? 4 : 3;
+  // Head size 256: O takes 128 registers per consumer thread, so Q stays in
+  // shared memory (the S product reads it by descriptor; in registers it
+  // would take 64 more), in one buffer, and key tiles are 32 keys in 4
+  // stages.  48 keys in 3 stages made ptxas spill inside the key loop (the
+  // consumers' registers: O 128 + S 24 + P 12 + the unit's state) and ran
+  // 1.3-1.4x slower (H100, causal 16x1024 1031-1034 against 795-802 us,
+  // 4x4096 3477 against 2467-2493); 32 keys spill 80 bytes of per-unit
+  // state around it.
+  static constexpr bool kQSmem = HS > 128;
+  static constexpr int kQBufs = kQSmem ? 1 : 2;
+  static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? 32 : FP8 ? 64 : 96,
+                       kStages = FP8 || HS == 256 ? 4 : 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
   // Producer threads that copy (arrive on qfull, and on raw for fp8): all of
   // them, or for fp8 the first two warps; the other two convert.
@@ -130,14 +153,19 @@ struct Sm90Shape {
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
   // full / empty per stage, qfull / qempty per Q buffer (+ raw per stage: fp8)
-  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 4;
+  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs;
   static constexpr int kTableBytes = kBars * 8 + kUnitRing * static_cast<int>(sizeof(UnitSlot));
-  // Output staging: 8 rows of HS 16-bit elements per consumer warp.
-  static constexpr int kOutBytes = (kConsumers / 32) * 8 * HS * 2;
+  // Output staging: 8 rows of kOutCols 16-bit elements per consumer warp
+  // (head size 256 leaves in two column halves).
+  static constexpr int kOutCols = HS > 128 ? 128 : HS;
+  static constexpr int kOutBytes = (kConsumers / 32) * 8 * kOutCols * 2;
   static constexpr size_t smem_bytes() {
-    return 1024 + 2 * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes + kOutBytes + kTableBytes;
+    return 1024 + static_cast<size_t>(kQBufs) * kQBytes + static_cast<size_t>(kStages) * 2 * kTileBytes +
+           kOutBytes + kTableBytes;
   }
-  static_assert(BM == AttnShape<HS>::BM, "items are tiled for attention_kernel's BM");
+  // Items have attention_rows_per_tile() rows: BM where the plan was built
+  // for this kernel, attention_kernel's BM (<= BM) otherwise.
+  static_assert(BM >= AttnShape<HS>::BM && BM == kAttnMaxItemRows, "an item's rows fit a unit");
   static_assert(kOutBytes >= (16 * kMaxSelfMergeParts + 32) * 4, "merge scratch");
   static_assert(kTileBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
 };
@@ -145,6 +173,7 @@ struct Sm90Shape {
 static_assert(Sm90Shape<64>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 64");
 static_assert(Sm90Shape<128>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 128");
 static_assert(Sm90Shape<128, true>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 128, fp8");
+static_assert(Sm90Shape<256>::smem_bytes() <= 227 * 1024 - 64, "shared memory at head size 256");
 
 // Byte offset of 16-byte chunk ch of row r in a swizzled [HS / 64][R][64] tile.
 template <int R>
@@ -271,6 +300,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int DF = HS / 8;  // 8-wide output fragments
   constexpr int NF = BN / 8;  // 8-wide score fragments
   constexpr int CH = HS / 8;  // 16-byte chunks per row
+  constexpr int QB = S::kQBufs;  // unit u's Q: buffer u % QB, its (u / QB)-th fill
   constexpr int kRingWarp = S::kConsumers / 32;  // the producer's first warp
 
   const int nkv = p.num_kv_heads;
@@ -282,18 +312,18 @@ __global__ void __launch_bounds__(384, 1)
   // shared address space: plain LDS / STS for the tables.
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *sQ = smem;                   // Q buffer of unit u: q_buf(u)
-  uint8_t *sKV = sQ + 2 * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
-  uint8_t *sOut = sKV + ST * 2 * S::kTileBytes;  // consumer warp w: [HS / 64][8][64] at w * 8 * HS * 2
+  uint8_t *sKV = sQ + QB * S::kQBytes;  // stage s: K at sKV + 2 s kTileBytes, V after it
+  uint8_t *sOut = sKV + ST * 2 * S::kTileBytes;  // consumer warp w: [kOutCols / 64][8][64] at w * 8 * kOutCols * 2
   uint64_t *bars = reinterpret_cast<uint64_t *>(sOut + S::kOutBytes);
   UnitSlot *ring = reinterpret_cast<UnitSlot *>(bars + S::kBars);
   const uint32_t aKV = smem_u32(sKV), aBar = smem_u32(bars);
-  auto q_buf = [&](int u) { return sQ + (u & 1) * S::kQBytes; };
+  auto q_buf = [&](int u) { return sQ + (u % QB) * S::kQBytes; };
   // mbarrier addresses: full[s], empty[s], qfull[b], qempty[b], raw[s] (fp8).
   auto bar_full = [&](int s) { return aBar + 8u * s; };
   auto bar_empty = [&](int s) { return aBar + 8u * (ST + s); };
   auto bar_qfull = [&](int b) { return aBar + 8u * (2 * ST + b); };
-  auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + 2 + b); };
-  auto bar_raw = [&](int s) { return aBar + 8u * (2 * ST + 4 + s); };
+  auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + QB + b); };
+  auto bar_raw = [&](int s) { return aBar + 8u * (2 * ST + 2 * QB + s); };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
@@ -371,7 +401,7 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_full(s), kFp8 ? S::kProducers - S::kLoaders : S::kProducers);
       mbar_init(bar_empty(s), S::kConsumers / 32);
     }
-    for (int b = 0; b < 2; ++b) {
+    for (int b = 0; b < QB; ++b) {
       mbar_init(bar_qfull(b), S::kLoaders + 1);  // + the ring slot's release
       mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
     }
@@ -443,7 +473,7 @@ __global__ void __launch_bounds__(384, 1)
     // chunk cc), so each row is read by CH consecutive lanes (coalesced);
     // row addresses are computed once by the row's lane and taken by shuffle.
     constexpr int LPR = 32 / CH;
-    static_assert(BN % 32 == 0 && 32 % CH == 0, "producer copy split");
+    static_assert(BN % 16 == 0 && 32 % CH == 0, "producer copy split");
     const int cc = lane % CH, cr = lane / CH;
     const bool row_warp = pw * 32 < BN;
 
@@ -545,6 +575,7 @@ __global__ void __launch_bounds__(384, 1)
         const char *ks = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, ka, wr_));
         const char *vs = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, va, wr_));
         if ((tm >> (wr_ & 16)) & 1u) continue;
+        if (BN % 32 != 0 && r >= BN) continue;  // a warp's rows past the tile (48-key tiles)
         const uint32_t o = swz_chunk<BN>(r, cc);
         const int n = r < tk.nv ? 16 : 0;
         cp_async_16_s(dk + o, ks + cc * 16, n);
@@ -559,7 +590,7 @@ __global__ void __launch_bounds__(384, 1)
     // few tiles before that on short units) they waited for it.
     // (fp8: each loader warp copies two row groups.)
     auto issue_q = [&](int u) {
-      mbar_wait(bar_qempty(u & 1), ((u >> 1) & 1) ^ 1);
+      mbar_wait(bar_qempty(u % QB), ((u / QB) & 1) ^ 1);
       if (ring[u % kUnitRing].ntiles > 0) {
         if constexpr (kFp8) {
 #pragma unroll 1
@@ -568,8 +599,8 @@ __global__ void __launch_bounds__(384, 1)
           load_q(u, pw);
         }
       }
-      mbar_arrive_cp_async(bar_qfull(u & 1));
-      if (tid == S::kConsumers) mbar_arrive(bar_qfull(u & 1));  // publishes the ring (ring warp, lane 0)
+      mbar_arrive_cp_async(bar_qfull(u % QB));
+      if (tid == S::kConsumers) mbar_arrive(bar_qfull(u % QB));  // publishes the ring (ring warp, lane 0)
     };
     if constexpr (kFp8) {
       if (pw >= S::kLoaders / 32) {
@@ -649,7 +680,10 @@ __global__ void __launch_bounds__(384, 1)
             st = 0;
             ph ^= 1;
           }
-          if (t == 0) issue_q(u + 1);  // slot u + 1 is complete (units u .. u + 3 are)
+          // Slot u + 1 is complete (units u .. u + 3 are).  One Q buffer
+          // (head size 256): after unit u's last tile, whose S product
+          // frees the buffer.
+          if (t == (QB == 1 ? nt - 1 : 0)) issue_q(u + 1);
         }
       }
     }
@@ -708,9 +742,12 @@ __global__ void __launch_bounds__(384, 1)
   uint32_t pa[BN / 16][4];  // P of the previous tile (A operand of P V)
   // The warp's 16 Q rows as A fragments, one per 16 dims (ldmatrix from
   // the swizzled Q buffer: lane l addresses row l % 16, chunk 2 kk + l / 16).
-  uint32_t qa[HS / 16][4];
+  // Head size 256 (kQSmem): the S product reads Q from shared memory.
+  constexpr bool kQSmem = S::kQSmem;
+  uint32_t qa[kQSmem ? 1 : HS / 16][4];
   const int wrow0 = warp * 16;
   auto load_qa = [&](int u) {
+    if constexpr (kQSmem) return;
     const uint8_t *b = q_buf(u);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk)
@@ -725,11 +762,21 @@ __global__ void __launch_bounds__(384, 1)
   // The wgmma issue paths below are uniform over the warpgroup (no
   // per-warpgroup tile skipping: a warpgroup that sees none of a tile
   // multiplies it and masks it all), so the MMAs stay asynchronous.
-  auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers)
+  // Q of the warpgroup's 64 rows as the K-major A operand (kQSmem): the
+  // same layout as K, rows 64 cwg .. of the unit's Q buffer.
+  const int cwg = tid >> 7;
+  const uint32_t dQ0 = static_cast<uint32_t>(wgmma_desc(smem_u32(sQ) + cwg * 64 * 128, 16, 1024));
+  auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers or kQSmem)
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
-      wgmma_rs<BN, MT>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
+      if constexpr (kQSmem) {
+        static_assert(QB == 1, "one Q buffer");
+        const uint32_t qoff = ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4;
+        wgmma_ss<BN, MT>(s, desc_at(dQ0 + qoff), desc_at(dK0 + stage16(gt) + koff), kk > 0);
+      } else {
+        wgmma_rs<BN, MT>(s, qa[kk], desc_at(dK0 + stage16(gt) + koff), kk > 0);
+      }
     }
     wgmma_commit();
   };
@@ -740,11 +787,17 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
   };
   // Unit u's slot once its Q has landed (ntiles == 0: the CTA's units ended).
+  // kQSmem: the cp.async rows of Q are then read by wgmma (async proxy).
   auto unit_slot = [&](int u) -> const UnitSlot & {
-    mbar_wait(bar_qfull(u & 1), (u >> 1) & 1);
+    mbar_wait(bar_qfull(u % QB), (u / QB) & 1);
+    if constexpr (kQSmem) fence_proxy_async_if(true);
     __syncwarp();
     return ring[u % kUnitRing];
   };
+  // The unit's Q buffer is free for the unit after next (QB == 2: once
+  // the Q fragments are in registers; kQSmem: once the unit's last S
+  // product has landed).
+  auto q_release = [&](int u) { mbar_arrive(bar_qempty(u % QB)); };
   // (The first S of a unit is issued without a branch, so that ptxas keeps
   // the products asynchronous: with no such unit it multiplies stale
   // buffers, never read.)
@@ -756,14 +809,13 @@ __global__ void __launch_bounds__(384, 1)
   // (TFLOP/s, 3 rounds): causal 16x1024 398.8-399.5 -> 401.6-406.8,
   // 1x16384 617-631 -> 631-633, head size 64 16x1024 259-263 -> 266-270,
   // non-causal 4x4096 597-604 -> 604-605.
-  const int cwg = tid >> 7;
   auto turn_sync = [&]() { named_barrier_sync(3 + cwg, S::kConsumers); };
   auto turn_arrive = [&]() { named_barrier_arrive(4 - cwg, S::kConsumers); };
   if (cwg == 1) named_barrier_arrive(3, S::kConsumers);
   const bool any = unit_slot(0).ntiles != 0;
   if (any) wait_tile(ring[0].fence_from == 0);
   load_qa(0);
-  mbar_arrive(bar_qempty(0));  // unit 2's Q may come (Q is in registers)
+  if constexpr (!kQSmem) q_release(0);  // unit 2's Q may come (Q is in registers)
   turn_sync();
   wgmma_fence();
   issue_s(g);
@@ -828,6 +880,7 @@ __global__ void __launch_bounds__(384, 1)
       int prev = g;
       wgmma_wait<0>();  // S of the first tile (issued before the unit started)
       wgmma_fence_regs(s);
+      if (kQSmem && ntiles == 1) q_release(u);
       softmax_tile(0, alpha);  // O is still zero: no rescale
       pack_p();
       advance();
@@ -843,6 +896,7 @@ __global__ void __launch_bounds__(384, 1)
         turn_arrive();
         wgmma_wait<1>();
         wgmma_fence_regs(s);
+        if (kQSmem && t == ntiles - 1) q_release(u);  // the unit's last S product landed
         const bool rescale = softmax_tile(t, alpha);
         wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free
         wgmma_fence_regs(o);
@@ -860,7 +914,7 @@ __global__ void __launch_bounds__(384, 1)
       more = nx.ntiles != 0;
       if (more) wait_tile(nx.fence_from == 0);
       load_qa(u + 1);
-      mbar_arrive(bar_qempty((u + 1) & 1));  // unit u + 3's Q may come
+      if constexpr (!kQSmem) q_release(u + 1);  // unit u + 3's Q may come
       wgmma_fence_regs(o);
       wgmma_fence_regs(pa);
       turn_sync();
@@ -892,8 +946,11 @@ __global__ void __launch_bounds__(384, 1)
             store_lse(p, head[i], rq.q_start + (rc.qpos[i] - qpos0), lse);
         }
         // Lane j < 16 computes row wrow0 + j's output address once; each
-        // step stores LPR rows of CH chunks, taking the addresses by shuffle.
-        constexpr int LPR = 32 / CH;
+        // step stores LPR rows of CO chunks, taking the addresses by shuffle.
+        // Head size 256 goes through the staging rows in two column halves
+        // (NCP passes of kOutCols).
+        constexpr int CO = S::kOutCols / 8, NCP = HS / S::kOutCols, DFO = DF / NCP;
+        constexpr int LPR = 32 / CO;
         T *row_out;
         {
           int64_t tok;
@@ -901,28 +958,34 @@ __global__ void __launch_bounds__(384, 1)
           rm.of(wrow0 + (lane & 15), &tok, &h);
           row_out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head;
         }
-        const uint8_t *wst = sOut + warp * 8 * HS * 2;
+        const uint8_t *wst = sOut + warp * 8 * S::kOutCols * 2;
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {  // rows 8 hf .. 8 hf + 7 of the warp
-          // stmatrix: matrices = the 8 rows x chunks df .. df + 3; lane l
-          // addresses row l % 8, chunk df + l / 8.
 #pragma unroll
-          for (int df = 0; df < DF; df += 4)
-            stmatrix_x4(smem_u32(wst) + swz_chunk<8>(lane & 7, df + (lane >> 3)),
-                        Elem<T>::pack2(o[df][2 * hf] * f[hf], o[df][2 * hf + 1] * f[hf]),
-                        Elem<T>::pack2(o[df + 1][2 * hf] * f[hf], o[df + 1][2 * hf + 1] * f[hf]),
-                        Elem<T>::pack2(o[df + 2][2 * hf] * f[hf], o[df + 2][2 * hf + 1] * f[hf]),
-                        Elem<T>::pack2(o[df + 3][2 * hf] * f[hf], o[df + 3][2 * hf + 1] * f[hf]));
-          __syncwarp();
+          for (int cp = 0; cp < NCP; ++cp) {  // columns cp kOutCols ..
+            // stmatrix: matrices = the 8 rows x chunks df .. df + 3; lane l
+            // addresses row l % 8, chunk df + l / 8.
 #pragma unroll
-          for (int k = 0; k < 8 / LPR; ++k) {
-            const int r = lane / CH + LPR * k, c = lane % CH;
-            T *out = reinterpret_cast<T *>(
-                __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_out), 8 * hf + r));
-            if (wrow0 + 8 * hf + r < it.num_rows)
-              *reinterpret_cast<uint4 *>(out + c * 8) = *reinterpret_cast<const uint4 *>(wst + swz_chunk<8>(r, c));
+            for (int d0 = 0; d0 < DFO; d0 += 4) {
+              const int df = cp * DFO + d0;
+              stmatrix_x4(smem_u32(wst) + swz_chunk<8>(lane & 7, d0 + (lane >> 3)),
+                          Elem<T>::pack2(o[df][2 * hf] * f[hf], o[df][2 * hf + 1] * f[hf]),
+                          Elem<T>::pack2(o[df + 1][2 * hf] * f[hf], o[df + 1][2 * hf + 1] * f[hf]),
+                          Elem<T>::pack2(o[df + 2][2 * hf] * f[hf], o[df + 2][2 * hf + 1] * f[hf]),
+                          Elem<T>::pack2(o[df + 3][2 * hf] * f[hf], o[df + 3][2 * hf + 1] * f[hf]));
+            }
+            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < 8 / LPR; ++k) {
+              const int r = lane / CO + LPR * k, c = lane % CO;
+              T *out = reinterpret_cast<T *>(
+                  __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_out), 8 * hf + r));
+              if (wrow0 + 8 * hf + r < it.num_rows)
+                *reinterpret_cast<uint4 *>(out + cp * S::kOutCols + c * 8) =
+                    *reinterpret_cast<const uint4 *>(wst + swz_chunk<8>(r, c));
+            }
+            __syncwarp();  // the staging rows are read before the next pass
           }
-          __syncwarp();  // the staging rows are read before the next half
         }
       } else {
         store_rows<T, DF>(p, it, rq, kvh, wrow0, gq, tq, o, m, l, rc, head);

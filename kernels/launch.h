@@ -91,9 +91,14 @@ struct AttnItem {
 };
 constexpr int kMaxSelfMergeParts = 64;  // parts of a self-merging tile (<= 2 x warp size)
 constexpr int kAttnRowsPerTile = 64;  // the smallest BM of attention_kernel (head size 256)
-// Rows per item of attention_kernel for a head size (its BM: 128 up to head
-// size 128, 64 above); the builder sizes its tiles with it.
-int32_t attention_rows_per_tile(int32_t head_size);
+constexpr int kAttnMaxItemRows = 128;  // the most rows of an item (the Hopper kernel's BM)
+// Rows per item of the kernel that runs a cache kind and head size on CUDA
+// device `device`: the Hopper kernel's 128 where it serves them
+// (sm90_attention_enabled_on), else attention_kernel's BM (128 up to head
+// size 128, 64 above); the builder sizes its tiles with it.  Either kernel
+// runs items of up to kAttnMaxItemRows rows (attention_kernel in ranges of
+// its BM), so a plan runs on any cache kind.
+int32_t attention_rows_per_tile(int32_t head_size, int32_t cache, int32_t device);
 
 struct AttnParams {
   const void *q;
@@ -143,6 +148,7 @@ bool attention_supported(int32_t elem, int32_t cache, int32_t head_size);
 // current device: compute capability 9.0 and VATTN_CUDA_SM90 unset or not
 // "0" (read once per process).  Cached per device; safe during capture.
 bool sm90_attention_enabled();
+bool sm90_attention_enabled_on(int device);
 // Grid of the persistent Hopper kernel: the current device's multiprocessor
 // count (cached per device; 1 when the query fails), capped by
 // VATTN_CUDA_SM90_CTAS when set (read once per process; tests use it).

@@ -183,26 +183,42 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
                                          int accumulate) {
   WgmmaRS<N, T>::template run<0>(d, a, db, accumulate);
 }
+// D (+)= A B with A from shared memory (descriptor da, K-major: the
+// layout above with the 64 rows of the warpgroup's m64 block), B K-major.
+template <int N, class T>
+struct WgmmaSS;
+template <int N, class T>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t da, uint64_t db, int accumulate) {
+  WgmmaSS<N, T>::run(d, da, db, accumulate);
+}
 // D += A B, B MN-major.
 template <int N, class T>
 __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db) {
   WgmmaRS<N, T>::template run<1>(d, a, db, 1);
 }
 
-// ---- instances: m64nNk16 for N = 64, 96, 128 (R = N / 2 accumulator
-// registers per thread), bf16 and fp16.  VATTN_WG_D<R>: the accumulator
-// operand list "%0, ..., %<R-1>"; VATTN_WG_C<R>: its "+f" constraints; the
-// remaining operands are numbered from R on (I0 .. I6 below).
-#define VATTN_WG_D32 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define VATTN_WG_C32 \
+// ---- instances: m64nNk16 products (R = N / 2 accumulator registers per
+// thread), bf16 and fp16: A from registers for N = 64, 96, 128, 256 (the
+// S products of head sizes 64 / 128 and every P V product), A from shared
+// memory for N = 32, 48 (the S products of head size 256, whose Q stays in
+// shared memory).  VATTN_WG_D<R>: the accumulator operand list "%0, ...,
+// %<R-1>"; VATTN_WG_C<R>: its "+f" constraints; the remaining operands are
+// numbered from R on (I0 .. I6 below).
+#define VATTN_WG_D16 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define VATTN_WG_C16 \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
   "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
   "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+#define VATTN_WG_D24 VATTN_WG_D16 \
+  ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define VATTN_WG_C24 VATTN_WG_C16, \
   "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3])
+#define VATTN_WG_D32 VATTN_WG_D24 \
+  ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define VATTN_WG_C32 VATTN_WG_C24, \
   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
   "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
 #define VATTN_WG_D48 VATTN_WG_D32 \
@@ -219,9 +235,31 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t
   "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
   "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-// The product of one shape and type; I0 .. I6: the operand numbers after
-// the accumulators (the four A registers, the B descriptor, the accumulate
-// flag, the transposed-B immediate).
+#define VATTN_WG_D128 VATTN_WG_D64 \
+  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" \
+  ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" \
+  ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111" \
+  ", %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define VATTN_WG_C128 VATTN_WG_C64, \
+  "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), \
+  "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
+  "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), \
+  "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
+  "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), \
+  "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
+  "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), \
+  "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), \
+  "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), \
+  "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), \
+  "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), \
+  "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), \
+  "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), \
+  "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), \
+  "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), \
+  "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+// The product of one shape and type, A from registers; I0 .. I6: the
+// operand numbers after the accumulators (the four A registers, the B
+// descriptor, the accumulate flag, the transposed-B immediate).
 #define VATTN_WGMMA_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2, I3, I4, I5, I6)                      \
   template <>                                                                                       \
   struct WgmmaRS<N, TY> {                                                                           \
@@ -235,19 +273,46 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB)); \
     }                                                                                               \
   };
+// A from shared memory (descriptor da, K-major), B K-major (descriptor
+// db); I0 .. I2: the two descriptors and the accumulate flag.
+#define VATTN_WGMMA_SS_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2)                                  \
+  template <>                                                                                     \
+  struct WgmmaSS<N, TY> {                                                                         \
+    __device__ __forceinline__ static void run(float (&d)[N / 8][4], uint64_t da, uint64_t db,    \
+                                               int accumulate) {                                  \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I2 ", 0;\n"                               \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, %" I0 \
+                   ", %" I1 ", p, 1, 1, 0, 0;\n}\n"                                                 \
+                   : CONS                                                                         \
+                   : "l"(da), "l"(db), "r"(accumulate));                                          \
+    }                                                                                             \
+  };
 VATTN_WGMMA_SHAPE(64, __nv_bfloat16, "bf16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38")
 VATTN_WGMMA_SHAPE(64, __half, "f16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38")
 VATTN_WGMMA_SHAPE(96, __nv_bfloat16, "bf16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54")
 VATTN_WGMMA_SHAPE(96, __half, "f16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54")
 VATTN_WGMMA_SHAPE(128, __nv_bfloat16, "bf16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70")
 VATTN_WGMMA_SHAPE(128, __half, "f16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70")
+VATTN_WGMMA_SHAPE(256, __nv_bfloat16, "bf16", VATTN_WG_D128, VATTN_WG_C128, "128", "129", "130", "131", "132", "133", "134")
+VATTN_WGMMA_SHAPE(256, __half, "f16", VATTN_WG_D128, VATTN_WG_C128, "128", "129", "130", "131", "132", "133", "134")
+VATTN_WGMMA_SS_SHAPE(32, __nv_bfloat16, "bf16", VATTN_WG_D16, VATTN_WG_C16, "16", "17", "18")
+VATTN_WGMMA_SS_SHAPE(32, __half, "f16", VATTN_WG_D16, VATTN_WG_C16, "16", "17", "18")
+VATTN_WGMMA_SS_SHAPE(48, __nv_bfloat16, "bf16", VATTN_WG_D24, VATTN_WG_C24, "24", "25", "26")
+VATTN_WGMMA_SS_SHAPE(48, __half, "f16", VATTN_WG_D24, VATTN_WG_C24, "24", "25", "26")
 #undef VATTN_WGMMA_SHAPE
+#undef VATTN_WGMMA_SS_SHAPE
+#undef VATTN_WG_D16
+#undef VATTN_WG_C16
+#undef VATTN_WG_D24
+#undef VATTN_WG_C24
 #undef VATTN_WG_D32
 #undef VATTN_WG_C32
 #undef VATTN_WG_D48
 #undef VATTN_WG_C48
 #undef VATTN_WG_D64
 #undef VATTN_WG_C64
+#undef VATTN_WG_D128
+#undef VATTN_WG_C128
 #endif  // VATTN_SM90A
 
 }  // namespace kern

@@ -189,7 +189,9 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   CudaBuilderCfg c;
   c.o = o;
   c.group = G;
-  c.tokens_per_tile = kern::attention_rows_per_tile(o.head_size) / G;
+  // Items of the kernel that serves the builder's cache kind on its device
+  // (128 rows on the Hopper kernel, attention_kernel's BM elsewhere).
+  c.tokens_per_tile = kern::attention_rows_per_tile(o.head_size, cache_kind_of(o.kv_cache_dtype), o.device_id) / G;
   c.num_sms = o.num_sms;
   if (c.num_sms == 0) {
     int n = 0;
