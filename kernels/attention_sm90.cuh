@@ -72,7 +72,8 @@
 // landed, the unit's ring slot written) and `qempty` (each of the 256
 // consumer threads arrives as soon as it has loaded the unit's Q fragments
 // into registers, at the end of the previous unit's key loop, so that the
-// Q of the unit after next can come while this one runs).  Final rows
+// Q of the unit after next can come while this one runs; head size 256:
+// one buffer, see above).  Final rows
 // leave through each warp's own staging rows as 16-byte stores.
 //
 // Shared memory (1024-byte aligned, 128-byte swizzle; see wgmma.cuh):
@@ -350,7 +351,9 @@ __global__ void __launch_bounds__(384, 1)
   // are past the consumers: the producer passed qempty of unit u (issuing
   // unit u's Q in unit u - 1), so both consumer warpgroups have loaded unit
   // u - 2's Q, at the end of unit u - 3's key loop, and read nothing before
-  // unit u - 2's slot.
+  // unit u - 2's slot.  (One Q buffer, head size 256: qempty of unit u
+  // completes once unit u - 1's last S product has landed, so they read
+  // nothing before unit u - 1's slot.)
   const int C = gridDim.x, cta = blockIdx.x;
   auto static_pos = [&](int k) { return k * C + ((k & 1) ? C - 1 - cta : cta); };
   auto unit_at = [&](int pos) {  // -1: past the list
