@@ -753,9 +753,11 @@ typedef struct vattn_builder_options {
    * decode CTA runs two adjacent KV heads, and decode requests of more than
    * 8 query rows (q_len * num_heads / num_kv_heads) go to the general kernel.
    * H100, fp8 head size 64, against AUTO: 32x4096 18% faster, 8x8192 11%,
-   * 128x1024 10%; one 32768-token request the same, 4x8192 2% slower.  A
-   * plan runs correctly on any cache kind; only its speed follows this
-   * field.  (Added after max_num_splits: callers whose struct_size
+   * 128x1024 10%; one 32768-token request the same, 4x8192 2% slower.  On
+   * compute capability 9.0 at head size 256 it also sizes the general work
+   * items: 128 query rows for a 16-bit cache (the Hopper kernel), 64 for
+   * fp8.  A plan runs correctly on any cache kind; only its speed follows
+   * this field.  (Added after max_num_splits: callers whose struct_size
    * ends before it get AUTO.) */
   int32_t kv_cache_dtype;
 } vattn_builder_options_t;
