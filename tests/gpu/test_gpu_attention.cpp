@@ -181,56 +181,68 @@ TEST(GpuAttention, DecodeHeadSize64) {
   }
 }
 
+namespace {
+
+// The Hopper prefill tests' common grid: variant -> fp16 / bf16, GQA 1 / 4
+// / 8 over 1 or 2 KV heads, block sizes 16 and 32, NHD / HND, a window,
+// soft-cap, ALiBi, sinks, LSE (the cache fields are the caller's).
+ct::Config hopper_prefill_config(int variant, int head_size) {
+  ct::Config c;
+  c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
+  c.head_size = head_size;
+  c.num_kv_heads = 1 + variant % 2;
+  c.num_heads = c.num_kv_heads * (variant % 3 == 0 ? 1 : variant % 3 == 1 ? 4 : 8);
+  c.block_size = variant < 4 ? 16 : 32;
+  c.layout = variant / 2 % 2 ? VATTN_LAYOUT_HND : VATTN_LAYOUT_NHD;
+  c.sliding_window = variant == 3 ? 100 : 0;
+  c.soft_cap = variant == 5 ? 10.f : 0.f;
+  c.alibi = variant == 6;
+  c.sinks = variant % 4 == 1;
+  c.want_lse = true;
+  c.num_threads = 8;
+  return c;
+}
+// Its batch: fresh prefills, chunked prefills after cached context whose
+// keys end inside a 16-key segment (cp.async rows beside TMA boxes), a long
+// prompt of many key tiles (split into parts where the batch leaves SMs
+// idle) and decodes; even variants bound the splits at 8.
+void run_hopper_prefill_case(const ct::Config &c, int variant, std::mt19937_64 &g) {
+  gt::run_gpu_case(c, {300, 57, 1, 130, 2, 700}, {300, 1000, 800, 901, 2, 700}, g, variant % 2 ? 0 : 8);
+}
+
+}  // namespace
+
 // fp8 caches at head size 128 through the Hopper prefill kernel (on compute
 // capability 9.0; attention_kernel with VATTN_CUDA_SM90=0): its producer
 // converts each K / V tile's raw bytes to fp16 in shared memory.  Both fp8
-// kinds, fp16 and bf16 activations (bf16 Q goes to fp16 for the products),
-// both layouts, block sizes 16 and 32, GQA 1 / 4 / 8, k / v scales, a
-// window, soft-cap, ALiBi, sinks, LSE; fresh prefills, chunked prefills
-// after cached context whose keys end inside a 16-key segment (cp.async
-// rows beside TMA boxes), a long prompt of many key tiles (split into parts
-// where the batch leaves SMs idle) and decodes in the same batch.
+// kinds and k / v scales over the common grid (bf16 Q goes to fp16 for the
+// products).
 TEST(GpuAttention, Fp8PrefillHeadSize128) {
   GPU_TEST_REQUIRE();
   std::mt19937_64 g(vt::test_seed());
   for (int variant = 0; variant < 8; ++variant) {
-    ct::Config c;
-    c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
+    ct::Config c = hopper_prefill_config(variant, 128);
     c.kv_cache_dtype = variant % 4 < 2 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_FP8_E5M2;
     c.k_scale = pick(g, {0.5f, 0.25f, 1.f});
     c.v_scale = pick(g, {0.5f, 0.125f, 1.f});
-    c.head_size = 128;
-    c.num_kv_heads = 1 + variant % 2;
-    c.num_heads = c.num_kv_heads * (variant % 3 == 0 ? 1 : variant % 3 == 1 ? 4 : 8);
-    c.block_size = variant < 4 ? 16 : 32;
-    c.layout = variant / 2 % 2 ? VATTN_LAYOUT_HND : VATTN_LAYOUT_NHD;
-    c.sliding_window = variant == 3 ? 100 : 0;
-    c.soft_cap = variant == 5 ? 10.f : 0.f;
-    c.alibi = variant == 6;
-    c.sinks = variant % 4 == 1;
-    c.want_lse = true;
-    c.num_threads = 8;
     SCOPED_TRACE("fp8 prefill, variant " + std::to_string(variant) + " " + c.str());
-    gt::run_gpu_case(c, {300, 57, 1, 130, 2, 700}, {300, 1000, 800, 901, 2, 700}, g, variant % 2 ? 0 : 8);
+    run_hopper_prefill_case(c, variant, g);
   }
 }
 
-// Head size 256 with a 16-bit cache: on compute capability 9.0 the Hopper
-// kernel (Q read from shared memory, 32-key tiles, 128-row items), elsewhere
-// (and with VATTN_CUDA_SM90=0) attention_kernel.  fp16 / bf16, both layouts,
-// block sizes 16 and 32, GQA 1 / 4 / 8, a window, soft-cap, ALiBi, sinks,
-// LSE; fresh and chunked prefills whose keys end inside a tile, a long
-// prompt of many tiles (split into parts where the batch leaves SMs idle)
-// and decodes in the same batch.  Variants 8 .. 11 build the plan for
-// another cache kind than the layer's: planned for a 16-bit cache (128-row
-// items on compute capability 9.0), an fp8 cache runs attention_kernel on
-// each item as two 64-row ranges; planned for fp8 (64-row items), a 16-bit
-// cache runs the Hopper kernel on half-filled units.
+// Head size 256 with a 16-bit cache over the common grid: on compute
+// capability 9.0 the Hopper kernel (Q read from shared memory, 32-key
+// tiles, 128-row items), elsewhere (and with VATTN_CUDA_SM90=0)
+// attention_kernel.  Variants 8 .. 11 build the plan for another cache kind
+// than the layer's: planned for a 16-bit cache (128-row items on compute
+// capability 9.0), an fp8 cache runs attention_kernel on each item as two
+// 64-row ranges; planned for fp8 (64-row items), a 16-bit cache runs the
+// Hopper kernel on half-filled units.
 TEST(GpuAttention, HeadSize256) {
   GPU_TEST_REQUIRE();
   std::mt19937_64 g(vt::test_seed());
   for (int variant = 0; variant < 12; ++variant) {
-    ct::Config c;
+    ct::Config c = hopper_prefill_config(variant, 256);
     if (variant >= 8) {
       const bool fp8_layer = variant % 2 == 0;
       const int32_t fp8 = variant < 10 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_FP8_E5M2;
@@ -241,20 +253,8 @@ TEST(GpuAttention, HeadSize256) {
         c.v_scale = 0.25f;
       }
     }
-    c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
-    c.head_size = 256;
-    c.num_kv_heads = 1 + variant % 2;
-    c.num_heads = c.num_kv_heads * (variant % 3 == 0 ? 1 : variant % 3 == 1 ? 4 : 8);
-    c.block_size = variant < 4 ? 16 : 32;
-    c.layout = variant / 2 % 2 ? VATTN_LAYOUT_HND : VATTN_LAYOUT_NHD;
-    c.sliding_window = variant == 3 ? 100 : 0;
-    c.soft_cap = variant == 5 ? 10.f : 0.f;
-    c.alibi = variant == 6;
-    c.sinks = variant % 4 == 1;
-    c.want_lse = true;
-    c.num_threads = 8;
     SCOPED_TRACE("head size 256, variant " + std::to_string(variant) + " " + c.str());
-    gt::run_gpu_case(c, {300, 57, 1, 130, 2, 700}, {300, 1000, 800, 901, 2, 700}, g, variant % 2 ? 0 : 8);
+    run_hopper_prefill_case(c, variant, g);
   }
 }
 
