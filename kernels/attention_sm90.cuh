@@ -476,7 +476,7 @@ __global__ void __launch_bounds__(384, 1)
     // chunk cc), so each row is read by CH consecutive lanes (coalesced);
     // row addresses are computed once by the row's lane and taken by shuffle.
     constexpr int LPR = 32 / CH;
-    static_assert(BN % 16 == 0 && 32 % CH == 0, "producer copy split");
+    static_assert(BN % 32 == 0 && 32 % CH == 0, "producer copy split");
     const int cc = lane % CH, cr = lane / CH;
     const bool row_warp = pw * 32 < BN;
 
@@ -578,7 +578,6 @@ __global__ void __launch_bounds__(384, 1)
         const char *ks = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, ka, wr_));
         const char *vs = reinterpret_cast<const char *>(__shfl_sync(0xffffffffu, va, wr_));
         if ((tm >> (wr_ & 16)) & 1u) continue;
-        if (BN % 32 != 0 && r >= BN) continue;  // a warp's rows past the tile (48-key tiles)
         const uint32_t o = swz_chunk<BN>(r, cc);
         const int n = r < tk.nv ? 16 : 0;
         cp_async_16_s(dk + o, ks + cc * 16, n);
