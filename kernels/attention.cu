@@ -136,7 +136,7 @@ int32_t attention_rows_per_tile(int32_t hs, int32_t cache, int32_t device) {
   case H:                                                                                               \
     if ((fp8 ? has_sm90_variant<kCacheE4M3, H>() : has_sm90_variant<kCacheAuto, H>()) &&                \
         sm90_attention_enabled_on(device))                                                              \
-      return Sm90Shape<128>::BM;                                                                        \
+      return kAttnMaxItemRows; /* the Hopper kernel's BM (asserted in Sm90Shape) */                    \
     return AttnShape<H>::BM;
     VATTN_ATTN_HEAD_SIZES(VATTN_X)
 #undef VATTN_X
