@@ -417,7 +417,8 @@ __global__ void __launch_bounds__(384, 1)
     }
   }
   // Lanes 0..7 of the ring warp: wi / wr the next item / request word;
-  // lane 0: wv the next unit value, wp the next list position.
+  // lane 0: wv the next unit value, wp the next list position (a claim
+  // from the counter: its raw value until the next unit start).
   int wi = 0, wr = 0, wv = -1, wp = 0;
   if (warp == kRingWarp) {
     // The state after unit 0's start: units 0 .. 3 derived, units 4 and 5
@@ -459,11 +460,20 @@ __global__ void __launch_bounds__(384, 1)
       if (v >= 0) wi = item_word(v, lane);
       if (ring[(u + 4) % kUnitRing].kvh >= 0) wr = req_word(u + 4, lane);
       if (lane == 0) {
+        // A claim's value is first read here, a unit after the atomic went
+        // out, so its round trip to L2 does not hold the producer at the
+        // unit start (with atomicAdd it did: ptxas made it a warp-aggregated
+        // atomic whose result is shuffled at once; the producer's ring step
+        // and barrier took about 2000 cycles per unit, bench/sm90_stamps.py).
+        // H100, same-run A/B, eager us: causal 32x512 222.2-222.6 ->
+        // 217.1-219.3, head size 64 16x1024 242.0-242.3 -> 239.2-239.6,
+        // 16x1024 313.8-317.0 -> 313.2-314.4, 8x2000 the same.
+        // Unit u + 6's position was a claim when its k = u + 6 >=
+        // kStaticRounds (if the list had ended then, wp stays past it).
+        if (u + 6 >= kStaticRounds) wp += kStaticRounds * C;
         wv = unit_at(wp);  // unit u + 6
         const int k = u + 7;
-        wp = wp >= n_units ? wp
-             : k < kStaticRounds ? static_pos(k)
-                                 : kStaticRounds * C + atomicAdd(p.unit_ctr, 1);
+        if (wp < n_units) wp = k < kStaticRounds ? static_pos(k) : atom_inc_relaxed_gpu(p.unit_ctr);
       }
     };
 

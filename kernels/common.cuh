@@ -192,6 +192,17 @@ __device__ __forceinline__ void cp_async_16_s(uint32_t smem, const void *gmem, i
   else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
 }
+// The old value of *p, which goes up by one (relaxed, device scope), as one
+// instruction whose result is waited for only where it is first read.
+// (atomicAdd, and atom.add in PTX, from a single lane became ptxas's
+// warp-aggregated atomic, which shuffles the result at once and so waits
+// for the atomic's round trip there; atom.inc is not aggregated.  *p stays
+// below 2^31 - 1, where inc adds one.)
+__device__ __forceinline__ int atom_inc_relaxed_gpu(int *p) {
+  unsigned old;
+  asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(0x7fffffffu) : "memory");
+  return static_cast<int>(old);
+}
 // An L2 cache policy that evicts the lines it tags first: for data read once
 // (the decode kernel's K / V stream), so it does not push out what is read
 // again (the block tables, Q, the split partials).
