@@ -264,6 +264,21 @@ def report(path):
         med = lambda k: float(np.median([r[k] for r in sel]))
         print(f"  {nt:3d} {len(sel):5d} " + " ".join(f"{med(k):7.0f}" for k in
               ("total", "setup", "softmax0", "key_loop", "wait_last_pv", "row_stats", "stores", "tail")))
+    # The two warpgroups' boundary windows (key loop done -> next unit's first softmax
+    # done): how much they overlap, and how far warpgroup 1 trails warpgroup 0.
+    ov, lag = [], []
+    for c in range(ctas):
+        nu = 0
+        while nu < 64 and a[c, 2, nu, 2] > 0:
+            nu += 1
+        for u in range(nu - 1):
+            w = [(a[c, g, u, 4], a[c, g, u + 1, 3]) for g in range(2)]
+            inter = max(0, min(w[0][1], w[1][1]) - max(w[0][0], w[1][0]))
+            ov.append(inter / max(w[0][1] - w[0][0], w[1][1] - w[1][0], 1))
+            lag.append(w[1][0] - w[0][0])
+    if ov:
+        print("boundary windows of the two warpgroups: overlap median %.2f (p10 %.2f), warpgroup 1 enters %.0f"
+              " cycles after warpgroup 0 (median)" % (np.median(ov), np.percentile(ov, 10), np.median(lag)))
     prod = np.array([[a[c, 2, u, 1] - a[c, 2, u, 0], a[c, 2, u, 5] - a[c, 2, u, 4], a[c, 2, u, 6],
                       a[c, 2, u, 7] - a[c, 2, u, 0]]
                      for c in range(ctas) for u in range(64) if a[c, 2, u, 2] > 0])
