@@ -229,6 +229,14 @@ def apply(tree, write=True):
         print(f"every anchor found once in {tree}")
 
 
+def units_of(a, c):
+    """Units stamped in CTA c: those with a tile count in the producer's slot 2."""
+    nu = 0
+    while nu < 64 and a[c, 2, nu, 2] > 0:
+        nu += 1
+    return nu
+
+
 def report(path):
     import numpy as np
 
@@ -237,9 +245,7 @@ def report(path):
     a = raw[1:].reshape(132, 3, 64, 16)[:ctas]
     rows = []
     for c in range(ctas):
-        nu = 0
-        while nu < 64 and a[c, 2, nu, 2] > 0:  # the producer's tile counts
-            nu += 1
+        nu = units_of(a, c)
         for w in range(2):
             for u in range(nu):
                 x = a[c, w, u]
@@ -268,9 +274,7 @@ def report(path):
     # done): how much they overlap, and how far warpgroup 1 trails warpgroup 0.
     ov, lag = [], []
     for c in range(ctas):
-        nu = 0
-        while nu < 64 and a[c, 2, nu, 2] > 0:
-            nu += 1
+        nu = units_of(a, c)
         for u in range(nu - 1):
             w = [(a[c, g, u, 4], a[c, g, u + 1, 3]) for g in range(2)]
             inter = max(0, min(w[0][1], w[1][1]) - max(w[0][0], w[1][0]))
@@ -281,7 +285,7 @@ def report(path):
               " cycles after warpgroup 0 (median)" % (np.median(ov), np.percentile(ov, 10), np.median(lag)))
     prod = np.array([[a[c, 2, u, 1] - a[c, 2, u, 0], a[c, 2, u, 5] - a[c, 2, u, 4], a[c, 2, u, 6],
                       a[c, 2, u, 7] - a[c, 2, u, 0]]
-                     for c in range(ctas) for u in range(64) if a[c, 2, u, 2] > 0])
+                     for c in range(ctas) for u in range(units_of(a, c))])
     print("producer medians per unit: ring step %.0f, issue_q %.0f, waits for free stages %.0f, unit %.0f"
           % tuple(np.median(prod, axis=0)))
 
