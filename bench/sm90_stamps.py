@@ -114,7 +114,7 @@ KERNEL_EDITS = [
         turn_sync();
         wgmma_fence();
         issue_s(g);
-        issue_pv(prev);  // under this tile's softmax
+        issue_pv(prev, t == 1);  // under this tile's softmax
         turn_arrive();
         wgmma_wait<1>();""",
      """      pack_p();
@@ -134,7 +134,7 @@ KERNEL_EDITS = [
         xw_turn += xa - xb;
         wgmma_fence();
         issue_s(g);
-        issue_pv(prev);  // under this tile's softmax
+        issue_pv(prev, t == 1);  // under this tile's softmax
         turn_arrive();
         xb = XP_NOW();
         wgmma_wait<1>();
@@ -160,7 +160,7 @@ KERNEL_EDITS = [
       XP_SET(u, 10, XP_NOW());"""),
     ("""      turn_sync();
       wgmma_fence();
-      issue_pv(prev);
+      issue_pv(prev, ntiles == 1);
       issue_s(more ? g : prev);
       turn_arrive();
       wgmma_wait<1>();  // P V landed (the S product is still running)
@@ -168,7 +168,7 @@ KERNEL_EDITS = [
      """      turn_sync();
       XP_SET(u, 11, XP_NOW());
       wgmma_fence();
-      issue_pv(prev);
+      issue_pv(prev, ntiles == 1);
       issue_s(more ? g : prev);
       turn_arrive();
       wgmma_wait<1>();  // P V landed (the S product is still running)

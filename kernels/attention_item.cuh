@@ -172,17 +172,23 @@ struct RowMap {
     *tok = tok_base + (t - t0);
   }
 };
-__device__ __forceinline__ RowMap row_map_of(const AttnParams &p, const AttnItem &it, const AttnReq &rq,
-                                             int kvh) {
+// From t0 = q_row0 / G and x0 = q_row0 % G when they are already known
+// (the Hopper kernel's unit slots), and inv_g = 1 / G.
+__device__ __forceinline__ RowMap row_map_at(const AttnParams &p, const AttnReq &rq, int kvh, int t0, int x0,
+                                             float inv_g) {
   RowMap m;
   m.G = p.group;
-  const int t0 = it.q_row0 / m.G;
   m.t0 = t0;
-  m.x0 = it.q_row0 - t0 * m.G;
+  m.x0 = x0;
   m.tok_base = static_cast<int64_t>(rq.q_start) + t0;
   m.h_base = kvh * m.G;
-  m.inv_g = 1.f / static_cast<float>(m.G);
+  m.inv_g = inv_g;
   return m;
+}
+__device__ __forceinline__ RowMap row_map_of(const AttnParams &p, const AttnItem &it, const AttnReq &rq,
+                                             int kvh) {
+  const int t0 = it.q_row0 / p.group;
+  return row_map_at(p, rq, kvh, t0, it.q_row0 - t0 * p.group, 1.f / static_cast<float>(p.group));
 }
 
 // Global address of 16-byte chunk ch of Q row `row` of an item (row < num_rows).
@@ -220,13 +226,19 @@ __device__ __forceinline__ RowCtx row_ctx_of(const AttnParams &p, const AttnItem
 // A row's final statistics from its reference m (base 2) and its whole sum
 // l of 2^(x - m): *lse (natural log) and the output factor *f (v_scale /
 // sum), with head h's sink applied when the item writes final rows.  The
-// LSE (a log2f per row) is left -inf when nothing reads it: a final row
-// with no LSE output and no sink.
+// LSE is left -inf when nothing reads it: a final row with no LSE output
+// and no sink.  The hardware log2 and reciprocal (MUFU.LG2 / MUFU.RCP,
+// about 2^-22 relative error; l >= 1 whenever l > 0, since the row's
+// maximum contributes 2^0) without branches: log2f and the IEEE division
+// took about 60 instructions and a slow-path branch per row, in the
+// Hopper kernel's unit epilogue, where every consumer warp runs them at
+// once (see attention_sm90.cuh).
 __device__ __forceinline__ void final_stats(const AttnParams &p, const AttnItem &it, float m, float l,
                                             int h, float *lse, float *f) {
-  *lse = -INFINITY;
-  if (l > 0.f && (it.ws_base >= 0 || p.lse != nullptr || p.sinks != nullptr)) *lse = (m + log2f(l)) * kLn2;
-  *f = l > 0.f ? p.v_scale / l : 0.f;
+  const bool pos = l > 0.f;
+  const bool need = it.ws_base >= 0 || p.lse != nullptr || p.sinks != nullptr;
+  *lse = pos && need ? (m + __log2f(l)) * kLn2 : -INFINITY;
+  *f = pos ? __fdividef(p.v_scale, l) : 0.f;
   if (it.ws_base < 0 && p.sinks) apply_sink(p.sinks[h], lse, f);
 }
 

@@ -108,7 +108,7 @@ struct UnitSlot {
   // tile can (no TMA, or 16-key segments that cross cache blocks), else the
   // last tile (its rows past the keys are zero-filled by cp.async).
   int fence_from;
-  int pad_[2];
+  int t0, x0;  // the item's q_row0 / G and q_row0 % G (RowMap)
 };
 constexpr int kUnitRing = 16;    // slots: see the unit ring in the kernel
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
@@ -328,6 +328,7 @@ __global__ void __launch_bounds__(384, 1)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
+  const float inv_g = 1.f / static_cast<float>(p.group);  // RowMap's
   const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
 
   // ---- the unit ring.  The CTA's k-th unit comes from list position
@@ -380,6 +381,8 @@ __global__ void __launch_bounds__(384, 1)
     s.kstart = ik.kstart;
     s.kend = ik.kend;
     s.ntiles = ik.ntiles > 1 ? ik.ntiles : 1;
+    s.t0 = s.it.q_row0 / p.group;
+    s.x0 = s.it.q_row0 - s.t0 * p.group;
     // A full tile is all TMA boxes when TMA is on and its 16-key segments
     // each lie in one cache block (the producer's `lead` test: block size
     // and key start multiples of 16; dense K / V rows are consecutive).
@@ -494,7 +497,7 @@ __global__ void __launch_bounds__(384, 1)
     // stored).
     auto load_q = [&](int r, int rg) {
       const UnitSlot &s = ring[r % kUnitRing];
-      const RowMap rm = row_map_of(p, s.it, s.rq, s.kvh);
+      const RowMap rm = row_map_at(p, s.rq, s.kvh, s.t0, s.x0, inv_g);
       const int rows = s.it.num_rows;
       const T *row_q;
       {
@@ -792,10 +795,23 @@ __global__ void __launch_bounds__(384, 1)
     }
     wgmma_commit();
   };
-  auto issue_pv = [&](int gt) {  // O += P V of the tile in stage gt
+  // O += P V of the tile in stage gt; first: the unit's first P V, which
+  // overwrites O (a unit's O starts as that product, so O is never zeroed:
+  // 64 register moves per thread and unit at head size 128, at the unit
+  // boundary, where both consumer warpgroups issue at once).  With the
+  // slot's RowMap fields and final_stats' hardware log2 / reciprocal,
+  // H100, same-run A/B, eager us, 3 rounds: causal 16x1024 309.8-313.6 ->
+  // 305.5-308.5, 32x512 216.5-218.7 -> 210.5-212.2, head size 64 16x1024
+  // 241.3-244.5 -> 232.5-233.9, head size 256 16x1024 790.3-792.9 ->
+  // 736.2-742.2, fp8 cache 16x1024 374.8-380.6 -> 368.2-368.4, 8x2000
+  // 476.0-476.8 -> 476.5-480.5, 4x4096 the same (power-cap swings).  The
+  // consumers' boundary (setup, first softmax, epilogue) is issue-bound:
+  // Nsight Compute, 16x1024, per unit and consumer warp, about 960 of the
+  // 2660 instructions (docs/benchmarks.md, session 20).
+  auto issue_pv = [&](int gt, bool first) {
 #pragma unroll
     for (int k2 = 0; k2 < BN / 16; ++k2)
-      wgmma_rs_tb<HS, MT>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)));
+      wgmma_rs_tb<HS, MT>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)), k2 > 0 || !first);
     wgmma_commit();
   };
   // Unit u's slot once its Q has landed (ntiles == 0: the CTA's units ended).
@@ -842,8 +858,9 @@ __global__ void __launch_bounds__(384, 1)
     sc.causal = rq.causal != 0 && p.allow_causal != 0;
     sc.kend = kend;
 
-    // Rows -> tokens and heads: one integer division per unit (RowMap).
-    const RowMap rm = row_map_of(p, it, rq, kvh);
+    // Rows -> tokens and heads (RowMap): q_row0 / G and % G come from the
+    // producer's derive, 1 / G from the kernel start (no division here).
+    const RowMap rm = row_map_at(p, rq, kvh, us.t0, us.x0, inv_g);
     int head[2];
     const RowCtx rc = row_ctx_of(p, it, rm, qpos0, wrow0, gq, head);
     const bool warp_active = wrow0 < it.num_rows;
@@ -864,8 +881,6 @@ __global__ void __launch_bounds__(384, 1)
         t_lo = (wqmax - p.window_left - kstart + BN - 1) / BN;
     }
 
-#pragma unroll
-    for (int f = 0; f < DF; ++f) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.f;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
     // Scale / soft-cap / ALiBi / masks and the softmax step on S of the
@@ -904,7 +919,7 @@ __global__ void __launch_bounds__(384, 1)
         turn_sync();
         wgmma_fence();
         issue_s(g);
-        issue_pv(prev);  // under this tile's softmax
+        issue_pv(prev, t == 1);  // under this tile's softmax
         turn_arrive();
         wgmma_wait<1>();
         wgmma_fence_regs(s);
@@ -931,7 +946,7 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_fence_regs(pa);
       turn_sync();
       wgmma_fence();
-      issue_pv(prev);
+      issue_pv(prev, ntiles == 1);
       issue_s(more ? g : prev);
       turn_arrive();
       wgmma_wait<1>();  // P V landed (the S product is still running)

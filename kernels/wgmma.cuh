@@ -191,10 +191,11 @@ template <int N, class T>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t da, uint64_t db, int accumulate) {
   WgmmaSS<N, T>::run(d, da, db, accumulate);
 }
-// D += A B, B MN-major.
+// D (+)= A B, B MN-major.
 template <int N, class T>
-__device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db) {
-  WgmmaRS<N, T>::template run<1>(d, a, db, 1);
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db,
+                                            int accumulate = 1) {
+  WgmmaRS<N, T>::template run<1>(d, a, db, accumulate);
 }
 
 // ---- instances: m64nNk16 products (R = N / 2 accumulator registers per
