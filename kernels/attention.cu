@@ -82,12 +82,12 @@ int sm90_max_ctas() {
   return env_cap > 0 && env_cap < n ? env_cap : n;
 }
 
-void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {
-  std::memset(m, 0, sizeof(*m));
-  // VATTN_CUDA_SM90_TMA=0 copies every row with cp.async (tests cover both).
-  static const bool env_on = env_switch_on("VATTN_CUDA_SM90_TMA");
-  // The driver's encoder, looked up once (no link against libcuda).
+// The driver's tensor map encoder, looked up once (no link against
+// libcuda); null when the driver has none or VATTN_CUDA_SM90_TMA=0 (every
+// row then goes by cp.async; tests cover both).
+static PFN_cuTensorMapEncodeTiled_v12000 tma_encoder() {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    if (!env_switch_on("VATTN_CUDA_SM90_TMA")) return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
     void *fn = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
@@ -96,11 +96,17 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, in
       fn = nullptr;
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
+  return encode;
+}
+
+void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {
+  std::memset(m, 0, sizeof(*m));
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder();
   // Paged: [blocks][block_size][kv heads][head size]; dense: [rows][kv
   // heads][head size] as [1][rows][kv heads][head size].  Coordinates are
   // 32-bit.
   const int64_t rows = p.paged ? p.block_size : p.kv_extent, outer = p.paged ? p.kv_extent : 1;
-  if (!env_on || encode == nullptr || (elem_bytes != 1 && elem_bytes != 2) || hs * elem_bytes % 128 != 0 ||
+  if (encode == nullptr || (elem_bytes != 1 && elem_bytes != 2) || hs * elem_bytes % 128 != 0 ||
       (p.paged && p.block_size % 16 != 0) || rows < 16 || outer < 1 ||
       rows * outer > (int64_t{1} << 31) - 1)
     return;
@@ -127,6 +133,30 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, in
     return;  // m->use stays 0: a half-written map is never read
   m->use = 1;
   m->seg_rows = static_cast<int32_t>(rows);
+}
+
+void sm90_q_map(const AttnParams &p, int hs, int bm, Sm90KvMaps *m) {
+  m->q_use = 0;
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder();
+  const int64_t G = p.group, T = p.q_extent, E = 2;
+  if (encode == nullptr || G < 1 || bm % G != 0 || G > 256 || bm / G > 256 || hs * E % 128 != 0 || T < 1 ||
+      T > (int64_t{1} << 31) - 1 || p.num_heads < G || reinterpret_cast<uintptr_t>(p.q) % 16 != 0)
+    return;
+  const int64_t st[3] = {p.q_stride_head * E, p.q_stride_tok * E, T * p.q_stride_tok * E};
+  for (int64_t x : st)
+    if (x <= 0 || x % 16 != 0 || x >= (int64_t{1} << 40)) return;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(hs), static_cast<cuuint64_t>(p.num_heads),
+                              static_cast<cuuint64_t>(T), 1};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]), static_cast<cuuint64_t>(st[1]),
+                                 static_cast<cuuint64_t>(st[2])};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(G), static_cast<cuuint32_t>(bm / G), 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  // Tokens past T read as zeros (a unit's rows past the request are never
+  // stored; inside T they hold the next request's queries, also unused).
+  if (encode(&m->q, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(p.q), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS)
+    m->q_use = 1;
 }
 
 int32_t attention_rows_per_tile(int32_t hs, int32_t cache, int32_t device) {

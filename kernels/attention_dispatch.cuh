@@ -51,6 +51,7 @@ cudaError_t attention_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s)
       Sm90KvMaps maps;
       sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1);  // maps.use = 0: cp.async only
       using Sh = Sm90Shape<HS, CACHE != kCacheAuto>;
+      sm90_q_map(p, HS, Sh::BM, &maps);
       attention_sm90_kernel<T, CACHE, HS><<<ctas, Sh::kThreads, Sh::smem_bytes(), s>>>(p, maps);
       return cudaGetLastError();
     }

@@ -103,6 +103,7 @@ int32_t attention_rows_per_tile(int32_t head_size, int32_t cache, int32_t device
 struct AttnParams {
   const void *q;
   int64_t q_stride_tok, q_stride_head;
+  int64_t q_extent;  // rows (tokens) of Q: the Hopper kernel's Q tensor map
   // K / V: paged cache halves (paged = 1: strides block / token-in-block /
   // head) or [T, H, D] tensors (paged = 0: stride_block unused).
   const void *k, *v;

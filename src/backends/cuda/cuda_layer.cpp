@@ -153,6 +153,7 @@ vattn_status_t CudaLayer::forward(const PlanImpl &pb, const vattn_forward_args_t
   ap.q = tensor_data(a.query);
   ap.q_stride_tok = tensor_stride(a.query, 0);
   ap.q_stride_head = tensor_stride(a.query, 1);
+  ap.q_extent = a.query->shape[0];
   if (sum.dense_kv) {
     ap.k = tensor_data(a.key);
     ap.v = tensor_data(a.value);
