@@ -37,7 +37,8 @@
 // Warp-specialised: CTA = 3 warpgroups (384 threads).
 //  - Warpgroup 2 (warps 8..11, the producer) keeps 56 registers per thread.
 //    It walks the CTA's units: it claims them and fills the unit ring, copies
-//    each unit's Q into one of two Q buffers (cp.async) and the unit's K / V
+//    each unit's Q into one of two Q buffers (TMA boxes through the Q map
+//    when G divides 128, else cp.async; see load_q) and the unit's K / V
 //    tiles into a ring of kStages buffers, running ahead of the consumers as
 //    far as the buffers allow.  K / V move in 16-key segments: a segment of
 //    16 valid keys in one cache block (or 16 consecutive rows of dense K / V)
