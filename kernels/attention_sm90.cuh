@@ -937,7 +937,7 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_wait<0>();  // S of the first tile (issued before the unit started)
       wgmma_fence_regs(s);
       if (kQSmem && ntiles == 1) q_release(u);
-      softmax_tile(0, alpha);  // O is still zero: no rescale
+      softmax_tile(0, alpha);  // no rescale: the first P V overwrites O
       pack_p();
       advance();
 #pragma unroll 1
