@@ -99,34 +99,52 @@ static PFN_cuTensorMapEncodeTiled_v12000 tma_encoder() {
   return encode;
 }
 
+// Encodes a 4-d tiled map with 128-byte swizzle, no interleave and no
+// out-of-bounds fill: dims innermost first, byte strides of dims 1..3, the box
+// in elements.  False (the map is then never read) when the driver has no
+// encoder, the base is not 16-byte aligned, a stride is not a positive
+// multiple of 16 below 2^40, or the driver refuses the map.
+static bool encode_map_4d(CUtensorMap *map, CUtensorMapDataType dt, const void *base,
+                          const int64_t dims[4], const int64_t byte_strides[3], const int box[4],
+                          CUtensorMapL2promotion promo) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder();
+  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  cuuint64_t d[4], st[3];
+  cuuint32_t bx[4];
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  for (int i = 0; i < 4; ++i) {
+    if (dims[i] < 1 || box[i] < 1) return false;
+    d[i] = static_cast<cuuint64_t>(dims[i]);
+    bx[i] = static_cast<cuuint32_t>(box[i]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const int64_t x = byte_strides[i];
+    if (x <= 0 || x % 16 != 0 || x >= (int64_t{1} << 40)) return false;
+    st[i] = static_cast<cuuint64_t>(x);
+  }
+  return encode(map, dt, 4, const_cast<void *>(base), d, st, bx, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {
   std::memset(m, 0, sizeof(*m));
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder();
   // Paged: [blocks][block_size][kv heads][head size]; dense: [rows][kv
   // heads][head size] as [1][rows][kv heads][head size].  Coordinates are
   // 32-bit.
   const int64_t rows = p.paged ? p.block_size : p.kv_extent, outer = p.paged ? p.kv_extent : 1;
-  if (encode == nullptr || (elem_bytes != 1 && elem_bytes != 2) || hs * elem_bytes % 128 != 0 ||
+  if ((elem_bytes != 1 && elem_bytes != 2) || hs * elem_bytes % 128 != 0 ||
       (p.paged && p.block_size % 16 != 0) || rows < 16 || outer < 1 ||
       rows * outer > (int64_t{1} << 31) - 1)
     return;
+  const int64_t E = elem_bytes;
+  const int64_t dims[4] = {hs, p.num_kv_heads, rows, outer};
+  const int box[4] = {static_cast<int>(128 / E), 1, 16, 1};  // 128-byte rows
+  const CUtensorMapDataType dt = E == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapL2promotion promo =
+      l2_promo == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
   auto one = [&](CUtensorMap *map, const void *base, int64_t s_block, int64_t s_tok, int64_t s_head) {
-    const int64_t E = elem_bytes;
-    if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
     const int64_t st[3] = {s_head * E, s_tok * E, p.paged ? s_block * E : rows * s_tok * E};
-    for (int64_t x : st)
-      if (x <= 0 || x % 16 != 0 || x >= (int64_t{1} << 40)) return false;
-    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(hs), static_cast<cuuint64_t>(p.num_kv_heads),
-                                static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(outer)};
-    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]), static_cast<cuuint64_t>(st[1]),
-                                   static_cast<cuuint64_t>(st[2])};
-    const cuuint32_t box[4] = {static_cast<cuuint32_t>(128 / E), 1, 16, 1};  // 128-byte rows
-    const cuuint32_t estr[4] = {1, 1, 1, 1};
-    const CUtensorMapDataType dt = E == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    return encode(map, dt, 4, const_cast<void *>(base), dims, strides, box, estr,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  l2_promo == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return encode_map_4d(map, dt, base, dims, st, box, promo);
   };
   if (!one(&m->k, p.k, p.k_stride_block, p.k_stride_tok, p.k_stride_head) ||
       !one(&m->v, p.v, p.v_stride_block, p.v_stride_tok, p.v_stride_head))
@@ -137,26 +155,21 @@ void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, in
 
 void sm90_q_map(const AttnParams &p, int hs, int bm, Sm90KvMaps *m) {
   m->q_use = 0;
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder();
   const int64_t G = p.group, T = p.q_extent, E = 2;
-  if (encode == nullptr || G < 1 || bm % G != 0 || G > 256 || bm / G > 256 || hs * E % 128 != 0 || T < 1 ||
-      T > (int64_t{1} << 31) - 1 || p.num_heads < G || reinterpret_cast<uintptr_t>(p.q) % 16 != 0)
+  if (G < 1 || bm % G != 0 || G > 256 || bm / G > 256 || hs * E % 128 != 0 || T < 1 ||
+      T > (int64_t{1} << 31) - 1 || p.num_heads < G)
     return;
+  // Q as [1][tokens][heads][head size]; a box is 64 columns x G heads x
+  // bm / G tokens, the Q buffer's layout.  Tokens past T read as zeros (a
+  // unit's rows past the request are never stored; inside T they hold the
+  // next request's queries, also unused).
+  const int64_t dims[4] = {hs, p.num_heads, T, 1};
   const int64_t st[3] = {p.q_stride_head * E, p.q_stride_tok * E, T * p.q_stride_tok * E};
-  for (int64_t x : st)
-    if (x <= 0 || x % 16 != 0 || x >= (int64_t{1} << 40)) return;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(hs), static_cast<cuuint64_t>(p.num_heads),
-                              static_cast<cuuint64_t>(T), 1};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]), static_cast<cuuint64_t>(st[1]),
-                                 static_cast<cuuint64_t>(st[2])};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(G), static_cast<cuuint32_t>(bm / G), 1};
-  const cuuint32_t estr[4] = {1, 1, 1, 1};
-  // Tokens past T read as zeros (a unit's rows past the request are never
-  // stored; inside T they hold the next request's queries, also unused).
-  if (encode(&m->q, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(p.q), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS)
-    m->q_use = 1;
+  const int box[4] = {64, static_cast<int>(G), static_cast<int>(bm / G), 1};
+  m->q_use = encode_map_4d(&m->q, CU_TENSOR_MAP_DATA_TYPE_UINT16, p.q, dims, st, box,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B)
+                 ? 1
+                 : 0;
 }
 
 int32_t attention_rows_per_tile(int32_t hs, int32_t cache, int32_t device) {
