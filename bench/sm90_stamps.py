@@ -160,7 +160,7 @@ KERNEL_EDITS = [
       XP_SET(u, 10, XP_NOW());"""),
     ("""      turn_sync();
       wgmma_fence();
-      issue_pv(prev, ntiles == 1);
+      issue_pv_last(prev, ntiles == 1, w_last);
       issue_s(more ? g : prev);
       turn_arrive();
       wgmma_wait<1>();  // P V landed (the S product is still running)
@@ -168,7 +168,7 @@ KERNEL_EDITS = [
      """      turn_sync();
       XP_SET(u, 11, XP_NOW());
       wgmma_fence();
-      issue_pv(prev, ntiles == 1);
+      issue_pv_last(prev, ntiles == 1, w_last);
       issue_s(more ? g : prev);
       turn_arrive();
       wgmma_wait<1>();  // P V landed (the S product is still running)

@@ -843,6 +843,32 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_rs_tb<HS, MT>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)), k2 > 0 || !first);
     wgmma_commit();
   };
+  // The P V product of a unit's last tile skips the 16-key steps at and
+  // past w, the first key no row of the warpgroup sees (the warpgroup's
+  // causal / right-window bound, the unit's kend): P is zero there, so the
+  // skip is exact.  The steps go by guard predicate on a warp-uniform w
+  // (ptxas then keeps the products asynchronous; a branch on a value it
+  // cannot prove uniform serialised them, C7520).  Head size 128 only: at
+  // head size 64 it was slower (H100, same-run A/B, causal 16x1024 228.4-230.2
+  // -> 234.3-234.6 us).  Narrowing the S product or the softmax of that tile
+  // as well made ptxas serialise the products (C7515 / C7511) or spill (the
+  // softmax: 16x1024 305.9-307.4 -> 313.9-315.4 us).
+  constexpr bool kNarrow = !kQSmem && HS == 128;
+  auto issue_pv_last = [&](int gt, bool first, int w) {
+    if constexpr (kNarrow) {
+#pragma unroll
+      for (int k2 = 0; k2 < BN / 16; ++k2) {
+        const uint64_t db = desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4));
+        if (k2 < 2)
+          wgmma_rs_tb<HS, MT>(o, pa[k2], db, k2 > 0 || !first);
+        else
+          wgmma_rs_tb_if<HS, MT>(o, pa[k2], db, 1, k2 * 16 < w);
+      }
+      wgmma_commit();
+    } else {
+      issue_pv(gt, first);
+    }
+  };
   // Unit u's slot once its Q has landed (ntiles == 0: the CTA's units ended).
   // kQSmem: the cp.async rows of Q are then read by wgmma (async proxy).
   auto unit_slot = [&](int u) -> const UnitSlot & {
@@ -910,6 +936,23 @@ __global__ void __launch_bounds__(384, 1)
         t_lo = (wqmax - p.window_left - kstart + BN - 1) / BN;
     }
 
+    // Keys of the unit's last tile that some row of this warpgroup sees
+    // (issue_pv_last): those below hi, the bound of its last row (a
+    // warpgroup past the item's rows: 1).
+    int w_last = BN;
+    if constexpr (kNarrow) {
+      const int r_last = min(64 * cwg + 63, it.num_rows - 1);
+      int hi = kstart + (ntiles - 1) * BN + 1;
+      if (r_last >= 64 * cwg) {
+        const int q = qpos0 + rm.token(r_last);
+        hi = kend;
+        if (sc.causal && hi > q + 1) hi = q + 1;
+        if (p.window_right >= 0 && p.window_right < hi - q) hi = q + p.window_right + 1;
+      }
+      // (Broadcast from lane 0, so that ptxas sees a warp-uniform value.)
+      w_last = __shfl_sync(0xffffffffu, hi - kstart - (ntiles - 1) * BN, 0);
+    }
+
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
     // Scale / soft-cap / ALiBi / masks and the softmax step on S of the
@@ -975,7 +1018,7 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_fence_regs(pa);
       turn_sync();
       wgmma_fence();
-      issue_pv(prev, ntiles == 1);
+      issue_pv_last(prev, ntiles == 1, w_last);
       issue_s(more ? g : prev);
       turn_arrive();
       wgmma_wait<1>();  // P V landed (the S product is still running)

@@ -183,6 +183,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
                                          int accumulate) {
   WgmmaRS<N, T>::template run<0>(d, a, db, accumulate);
 }
+// wgmma_rs_tb, issued only where on != 0 (warp-uniform, and known to be
+// so by ptxas, e.g. broadcast by __shfl_sync; otherwise ptxas serialises
+// the products).
+template <int N, class T>
+__device__ __forceinline__ void wgmma_rs_tb_if(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db,
+                                               int accumulate, int on);
 // D (+)= A B with A from shared memory (descriptor da, K-major: the
 // layout above with the 64 rows of the warpgroup's m64 block), B K-major.
 template <int N, class T>
@@ -258,20 +264,33 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t
   "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), \
   "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), \
   "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
-// The product of one shape and type, A from registers; I0 .. I6: the
+// The product of one shape and type, A from registers; I0 .. I7: the
 // operand numbers after the accumulators (the four A registers, the B
-// descriptor, the accumulate flag, the transposed-B immediate).
-#define VATTN_WGMMA_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2, I3, I4, I5, I6)                      \
+// descriptor, the accumulate flag, the transposed-B immediate, run_if's
+// guard).  VATTN_WG_RS_TEXT: the instruction, predicate p = accumulate.
+#define VATTN_WG_RS_TEXT(N, PT, DREGS, I0, I1, I2, I3, I4, I6)                                     \
+  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, {%" I0 ", %" I1 ", %" I2 \
+  ", %" I3 "}, %" I4 ", p, 1, 1, %" I6 ";\n}\n"
+#define VATTN_WGMMA_SHAPE(N, TY, PT, DREGS, CONS, I0, I1, I2, I3, I4, I5, I6, I7)                  \
   template <>                                                                                       \
   struct WgmmaRS<N, TY> {                                                                           \
     template <int TB>                                                                               \
     __device__ __forceinline__ static void run(float (&d)[N / 8][4], const uint32_t (&a)[4],        \
                                                uint64_t db, int accumulate) {                       \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" I5 ", 0;\n"                                 \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PT "." PT " {" DREGS "}, {%" I0 \
-                   ", %" I1 ", %" I2 ", %" I3 "}, %" I4 ", p, 1, 1, %" I6 ";\n}\n"                   \
+                   VATTN_WG_RS_TEXT(N, PT, DREGS, I0, I1, I2, I3, I4, I6)                           \
                    : CONS                                                                           \
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB)); \
+    }                                                                                               \
+    /* run under guard predicate q = on (no branch) */                                              \
+    template <int TB>                                                                               \
+    __device__ __forceinline__ static void run_if(float (&d)[N / 8][4], const uint32_t (&a)[4],     \
+                                                  uint64_t db, int accumulate, int on) {            \
+      asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %" I5 ", 0;\nsetp.ne.b32 q, %" I7 ", 0;\n@q " \
+                   VATTN_WG_RS_TEXT(N, PT, DREGS, I0, I1, I2, I3, I4, I6)                           \
+                   : CONS                                                                           \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB), \
+                     "r"(on));                                                                      \
     }                                                                                               \
   };
 // A from shared memory (descriptor da, K-major), B K-major (descriptor
@@ -288,19 +307,25 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t
                    : "l"(da), "l"(db), "r"(accumulate));                                          \
     }                                                                                             \
   };
-VATTN_WGMMA_SHAPE(64, __nv_bfloat16, "bf16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38")
-VATTN_WGMMA_SHAPE(64, __half, "f16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38")
-VATTN_WGMMA_SHAPE(96, __nv_bfloat16, "bf16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54")
-VATTN_WGMMA_SHAPE(96, __half, "f16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54")
-VATTN_WGMMA_SHAPE(128, __nv_bfloat16, "bf16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70")
-VATTN_WGMMA_SHAPE(128, __half, "f16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70")
-VATTN_WGMMA_SHAPE(256, __nv_bfloat16, "bf16", VATTN_WG_D128, VATTN_WG_C128, "128", "129", "130", "131", "132", "133", "134")
-VATTN_WGMMA_SHAPE(256, __half, "f16", VATTN_WG_D128, VATTN_WG_C128, "128", "129", "130", "131", "132", "133", "134")
+VATTN_WGMMA_SHAPE(64, __nv_bfloat16, "bf16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38", "39")
+VATTN_WGMMA_SHAPE(64, __half, "f16", VATTN_WG_D32, VATTN_WG_C32, "32", "33", "34", "35", "36", "37", "38", "39")
+VATTN_WGMMA_SHAPE(96, __nv_bfloat16, "bf16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54", "55")
+VATTN_WGMMA_SHAPE(96, __half, "f16", VATTN_WG_D48, VATTN_WG_C48, "48", "49", "50", "51", "52", "53", "54", "55")
+VATTN_WGMMA_SHAPE(128, __nv_bfloat16, "bf16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70", "71")
+VATTN_WGMMA_SHAPE(128, __half, "f16", VATTN_WG_D64, VATTN_WG_C64, "64", "65", "66", "67", "68", "69", "70", "71")
+VATTN_WGMMA_SHAPE(256, __nv_bfloat16, "bf16", VATTN_WG_D128, VATTN_WG_C128, "128", "129", "130", "131", "132", "133", "134", "135")
+VATTN_WGMMA_SHAPE(256, __half, "f16", VATTN_WG_D128, VATTN_WG_C128, "128", "129", "130", "131", "132", "133", "134", "135")
 VATTN_WGMMA_SS_SHAPE(32, __nv_bfloat16, "bf16", VATTN_WG_D16, VATTN_WG_C16, "16", "17", "18")
 VATTN_WGMMA_SS_SHAPE(32, __half, "f16", VATTN_WG_D16, VATTN_WG_C16, "16", "17", "18")
 VATTN_WGMMA_SS_SHAPE(48, __nv_bfloat16, "bf16", VATTN_WG_D24, VATTN_WG_C24, "24", "25", "26")
 VATTN_WGMMA_SS_SHAPE(48, __half, "f16", VATTN_WG_D24, VATTN_WG_C24, "24", "25", "26")
+template <int N, class T>
+__device__ __forceinline__ void wgmma_rs_tb_if(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db,
+                                               int accumulate, int on) {
+  WgmmaRS<N, T>::template run_if<1>(d, a, db, accumulate, on);
+}
 #undef VATTN_WGMMA_SHAPE
+#undef VATTN_WG_RS_TEXT
 #undef VATTN_WGMMA_SS_SHAPE
 #undef VATTN_WG_D16
 #undef VATTN_WG_C16
