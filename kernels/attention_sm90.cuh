@@ -844,7 +844,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
   };
   // The P V product of a unit's last tile skips the 16-key steps at and
-  // past w, the first key no row of the warpgroup sees (the warpgroup's
+  // past the tile's key w, the first that no row of the warpgroup sees (its
   // causal / right-window bound, the unit's kend): P is zero there, so the
   // skip is exact.  The steps go by guard predicate on a warp-uniform w
   // (ptxas then keeps the products asynchronous; a branch on a value it
@@ -852,7 +852,9 @@ __global__ void __launch_bounds__(384, 1)
   // head size 64 it was slower (H100, same-run A/B, causal 16x1024 228.4-230.2
   // -> 234.3-234.6 us).  Narrowing the S product or the softmax of that tile
   // as well made ptxas serialise the products (C7515 / C7511) or spill (the
-  // softmax: 16x1024 305.9-307.4 -> 313.9-315.4 us).
+  // softmax: 16x1024 306.0-307.4 -> 313.9-315.4 us).  H100, same-run A/B,
+  // eager us, 3 rounds: causal 16x1024 306.0-307.4 -> 303.2-305.3, 32x512
+  // 210.2-211.4 -> 209.2-209.8, fp8 cache 16x1024 345.1-347.7 -> 342.9-344.9.
   constexpr bool kNarrow = !kQSmem && HS == 128;
   auto issue_pv_last = [&](int gt, bool first, int w) {
     if constexpr (kNarrow) {
