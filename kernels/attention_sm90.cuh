@@ -846,9 +846,10 @@ __global__ void __launch_bounds__(384, 1)
   // The P V product of a unit's last tile skips the 16-key steps at and
   // past the tile's key w, the first that no row of the warpgroup sees (its
   // causal / right-window bound, the unit's kend): P is zero there, so the
-  // skip is exact.  The steps go by guard predicate on a warp-uniform w
-  // (ptxas then keeps the products asynchronous; a branch on a value it
-  // cannot prove uniform serialised them, C7520).  Head size 128 only: at
+  // skip is exact.  The steps go by guard predicate on w, which is equal
+  // over the warpgroup and broadcast from lane 0, so ptxas sees it uniform
+  // and keeps the products asynchronous (a branch on a value it cannot
+  // prove uniform serialised them, C7520).  Head size 128 only: at
   // head size 64 it was slower (H100, same-run A/B, causal 16x1024 228.4-230.2
   // -> 234.3-234.6 us).  Narrowing the S product or the softmax of that tile
   // as well made ptxas serialise the products (C7515 / C7511) or spill (the

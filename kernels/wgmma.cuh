@@ -183,9 +183,9 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const uint32_t (&
                                          int accumulate) {
   WgmmaRS<N, T>::template run<0>(d, a, db, accumulate);
 }
-// wgmma_rs_tb, issued only where on != 0 (warp-uniform, and known to be
-// so by ptxas, e.g. broadcast by __shfl_sync; otherwise ptxas serialises
-// the products).
+// wgmma_rs_tb, issued only where on != 0: equal over the warpgroup, and
+// known to ptxas to be warp-uniform (e.g. broadcast by __shfl_sync from
+// lane 0; otherwise ptxas serialises every product of the kernel, C7520).
 template <int N, class T>
 __device__ __forceinline__ void wgmma_rs_tb_if(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db,
                                                int accumulate, int on);
