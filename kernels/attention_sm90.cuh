@@ -931,9 +931,7 @@ __global__ void __launch_bounds__(384, 1)
     // the warp's first row, left-window bound of its last.
     int t_lo = 0, t_hi = 0;
     if (warp_full) {
-      int hi = kend;
-      if (sc.causal && hi > wqmin + 1) hi = wqmin + 1;
-      if (p.window_right >= 0 && p.window_right < hi - wqmin) hi = wqmin + p.window_right + 1;
+      const int hi = visible_end(sc, wqmin);
       t_hi = hi - kstart >= BN ? (hi - kstart - BN) / BN + 1 : 0;
       if (p.window_left >= 0 && wqmax - p.window_left > kstart)
         t_lo = (wqmax - p.window_left - kstart + BN - 1) / BN;
@@ -946,12 +944,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kNarrow) {
       const int r_last = min(64 * cwg + 63, it.num_rows - 1);
       int hi = kstart + (ntiles - 1) * BN + 1;
-      if (r_last >= 64 * cwg) {
-        const int q = qpos0 + rm.token(r_last);
-        hi = kend;
-        if (sc.causal && hi > q + 1) hi = q + 1;
-        if (p.window_right >= 0 && p.window_right < hi - q) hi = q + p.window_right + 1;
-      }
+      if (r_last >= 64 * cwg) hi = visible_end(sc, qpos0 + rm.token(r_last));
       // (Broadcast from lane 0, so that ptxas sees a warp-uniform value.)
       w_last = __shfl_sync(0xffffffffu, hi - kstart - (ntiles - 1) * BN, 0);
     }

@@ -52,6 +52,15 @@ struct ScoreCtx {
   __device__ bool plain() const { return softcap <= 0.f && alibi == nullptr; }
 };
 
+// End of the keys a row at query position q may see: kend, capped by
+// causality (q + 1) and the right window (q + window_right + 1).
+__device__ __forceinline__ int visible_end(const ScoreCtx &c, int q) {
+  int hi = c.kend;
+  if (c.causal && hi > q + 1) hi = q + 1;
+  if (c.window_right >= 0 && c.window_right < hi - q) hi = q + c.window_right + 1;
+  return hi;
+}
+
 // The kernel-wide fields of a ScoreCtx (causal and kend are per item).
 __device__ __forceinline__ ScoreCtx score_ctx_of(const AttnParams &p) {
   ScoreCtx sc;
@@ -122,9 +131,8 @@ __device__ __forceinline__ void apply_masks(float (&s)[NF][4], const ScoreCtx &c
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int q = r.qpos[i];
-    int lo = 0, hi = c.kend;
-    if (c.causal && hi > q + 1) hi = q + 1;
-    if (c.window_right >= 0 && c.window_right < hi - q) hi = q + c.window_right + 1;
+    const int hi = visible_end(c, q);
+    int lo = 0;
     if (c.window_left >= 0 && q - c.window_left > lo) lo = q - c.window_left;
     span[i] = r.valid[i] && hi > lo ? static_cast<uint32_t>(hi - lo) : 0u;
     base[i] = k0 + 2 * tq - lo;  // key k0 + 2 tq, relative to lo
