@@ -36,7 +36,8 @@
 //
 // Warp-specialised: CTA = 3 warpgroups (384 threads).
 //  - Warpgroup 2 (warps 8..11, the producer) keeps 56 registers per thread.
-//    It walks the CTA's units: it claims them and fills the unit ring, copies
+//    It walks the CTA's units: it claims them and fills the unit ring (its
+//    last warp alone where that warp has no K / V rows to copy), copies
 //    each unit's Q into one of two Q buffers (TMA boxes through the Q map
 //    when G divides 128, else cp.async; see load_q) and the unit's K / V
 //    tiles into a ring of kStages buffers, running ahead of the consumers as
@@ -145,17 +146,23 @@ struct Sm90Shape {
   static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? 32 : FP8 ? 64 : 96,
                        kStages = FP8 || HS == 256 ? 4 : 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
-  // Producer threads that copy (arrive on qfull, and on raw for fp8): all of
-  // them, or for fp8 the first two warps; the other two convert.
-  static constexpr int kLoaders = FP8 ? 64 : kProducers;
+  // kSched: the producer's last warp copies no K / V rows (BN <= 96 keys,
+  // 16-bit caches), so it is the scheduler: it claims and prepares the units
+  // alone (see the unit ring in the kernel) and copies nothing.
+  static constexpr bool kSched = !FP8 && BN <= 96;
+  // Producer threads that copy (arrive on full, on qfull, and on raw for
+  // fp8): all of them; for kSched the first three warps; for fp8 the first
+  // two (the other two convert and arrive on full).
+  static constexpr int kLoaders = FP8 ? 64 : kSched ? 96 : kProducers;
   // Registers per thread after the hand-over: 56 x 128 + 224 x 256 = 384 x 168
   // (what the CTA gets at launch with __launch_bounds__(384, 1)).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
-  // full / empty per stage, qfull / qempty per Q buffer (+ raw per stage: fp8)
-  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs;
+  // full / empty per stage, qfull / qempty per Q buffer (+ raw per stage:
+  // fp8; + ready per ring slot: kSched)
+  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs + (kSched ? kUnitRing : 0);
   static constexpr int kTableBytes = kBars * 8 + kUnitRing * static_cast<int>(sizeof(UnitSlot));
   // Output staging: 8 rows of kOutCols 16-bit elements per consumer warp
   // (head size 256 leaves in two column halves).
@@ -334,6 +341,7 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_qfull = [&](int b) { return aBar + 8u * (2 * ST + b); };
   auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + QB + b); };
   auto bar_raw = [&](int s) { return aBar + 8u * (2 * ST + 2 * QB + s); };
+  auto bar_ready = [&](int r) { return aBar + 8u * (2 * ST + 2 * QB + r % kUnitRing); };  // kSched (no raw)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
@@ -345,8 +353,13 @@ __global__ void __launch_bounds__(384, 1)
   // position c of even rounds, gridDim.x - 1 - c of odd ones), later units
   // are claimed from the launch's counter, so the CTAs that finish first
   // take more.  Positions only grow, so the first one past the list ends it.
-  // Lanes 0..7 of the producer's first warp run a five-stage pipeline, one
-  // stage per unit the producer starts; at the start of unit u they
+  // Where the producer has a warp without K / V rows to copy (Sm90Shape::
+  // kSched: head sizes 128 and 256 with 16-bit caches), that warp, the
+  // scheduler, fills the ring alone, claiming units 2 ahead (at the
+  // producer, below).  Otherwise (head size 64, fp8 caches) lanes 0..7 of
+  // the producer's first warp run a five-stage pipeline, one stage per unit
+  // the producer starts, which claims units 7 ahead; at the start of unit u
+  // they
   //   store the item of unit u + 4 and the request of unit u + 3 (loaded at
   //     the previous unit start) and derive unit u + 3's fields,
   //   load the item of unit u + 5 (its unit value from the previous start)
@@ -409,16 +422,23 @@ __global__ void __launch_bounds__(384, 1)
   // the stage is free and read after its raw barrier completes, so reads
   // and writes never overlap.
   __shared__ int s_fp8_stop[4];
+  // kSched: the last unit the loaders have started (written by the
+  // producer's thread 0, read by the scheduler).
+  __shared__ int s_started;
   // fp8: the producer's first two warps copy (S::kLoaders threads: the
   // qfull and raw arrivals), the other two convert (the full arrivals).
   if (tid == 0) {
     for (int s = 0; s < ST; ++s) {
-      mbar_init(bar_full(s), kFp8 ? S::kProducers - S::kLoaders : S::kProducers);
+      mbar_init(bar_full(s), kFp8 ? S::kProducers - S::kLoaders : S::kLoaders);
       mbar_init(bar_empty(s), S::kConsumers / 32);
     }
     for (int b = 0; b < QB; ++b) {
       mbar_init(bar_qfull(b), S::kLoaders + 1);  // + the ring slot's release
       mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
+    }
+    if constexpr (S::kSched) {
+      for (int r = 0; r < kUnitRing; ++r) mbar_init(bar_ready(r), 1);
+      s_started = 0;
     }
     if constexpr (kFp8) {
       static_assert(ST <= 4, "s_fp8_stop");
@@ -432,7 +452,7 @@ __global__ void __launch_bounds__(384, 1)
   // lane 0: wv the next unit value, wp the next list position (a claim
   // from the counter: its raw value until the next unit start).
   int wi = 0, wr = 0, wv = -1, wp = 0;
-  if (warp == kRingWarp) {
+  if (!S::kSched && warp == kRingWarp) {
     // The state after unit 0's start: units 0 .. 3 derived, units 4 and 5
     // with item and kvh (5's also in wi), unit 4's request (also in wr),
     // unit 6's value in wv and unit 7's position in wp.
@@ -489,7 +509,76 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
-    // Copies.  Q: warp pw copies rows [32 pw, 32 pw + 32).  K / V: the
+    // kSched: the scheduler (the producer's last warp, which copies nothing)
+    // writes unit k's slot and completes the slot's ready barrier; loaders
+    // wait on it before they read the slot (no ring_step, no producer
+    // barrier per unit).  Units below kStaticRounds take their static
+    // positions at once, four at a time (lanes 8 j .. 8 j + 7: unit k + j);
+    // a later unit k is claimed once the loaders have started unit k -
+    // kClaimLead, then its unit value, item and request are loaded one after
+    // the other and its fields derived.  This chain (an atomic and three
+    // dependent loads) has the loaders' unit k - 2 and a tile of unit k - 1
+    // to complete (they read slot k at unit k - 1's first tile), and it
+    // holds up no copy.  The ring pipeline above claims 7 units ahead, so
+    // when the list is used up each CTA still holds up to 7 units, whose
+    // lengths differ: the CTAs' last units ended 2-3% of the launch apart on
+    // average (per-CTA end times, H100, docs/benchmarks.md, session 21).
+    // H100, same-run A/B, eager us, 3 rounds, ring pipeline -> lead 3 ->
+    // lead 2: causal 16x1024 303.5-305.7 -> 298.9-300.1 -> 297.6-298.8,
+    // 32x512 209.9-210.8 -> 206.8-207.2 -> 205.7-206.8, 8x2000 470.6-473.8
+    // -> 461.4-463.8 -> 459.4-460.6, head size 256 16x1024 714.0-722.7 ->
+    // 685.5-689.5 -> 680.2-684.8.  Fewer static rounds (4, 2) measured the
+    // same as 8.  Slot k overwrites unit k - 16's, which no one reads any
+    // more: the loaders have started unit k - kClaimLead, so the consumers
+    // have loaded unit k - kClaimLead - 2's Q (the argument above).
+    constexpr int kClaimLead = 2;
+    static_assert(kStaticRounds + 4 <= kUnitRing && kClaimLead + 2 < kUnitRing, "unit ring");
+    auto wait_slot = [&](int u) {
+      if constexpr (S::kSched) mbar_wait(bar_ready(u), (u / kUnitRing) & 1);
+    };
+    if constexpr (S::kSched) {
+      if (pw == S::kLoaders / 32) {
+        // ================= scheduler =================
+        const int j = lane >> 3, wl = lane & 7;
+        bool ended = false;
+#pragma unroll 1
+        for (int k = 0; !ended;) {
+          const int nb = k < kStaticRounds ? min(4, kStaticRounds - k) : 1;
+          if (k >= kStaticRounds)
+            while (*reinterpret_cast<volatile int *>(&s_started) < k - kClaimLead) __nanosleep(64);
+          const int kk = k + j;
+          const bool mine = j < nb;
+          int pos = 0;
+          if (mine && wl == 0)
+            pos = kk < kStaticRounds ? static_pos(kk) : kStaticRounds * C + atom_inc_relaxed_gpu(p.unit_ctr);
+          pos = __shfl_sync(0xffffffffu, pos, lane & 24);
+          const int v = mine ? unit_at(pos) : -1;
+          if (mine && v >= 0) slot_words(kk, false)[wl] = item_word(v, wl);
+          __syncwarp();
+          if (mine && v >= 0) slot_words(kk, true)[wl] = req_word(kk, wl);
+          __syncwarp();
+          if (mine && wl == 0) {
+            ring[kk % kUnitRing].kvh = v < 0 ? -1 : v % nkv;
+            derive(kk);
+            mbar_arrive(bar_ready(kk));
+          }
+          ended = __any_sync(0xffffffffu, mine && v < 0);  // the slot that ends the list went out
+          k += nb;
+        }
+        // Re-arm the counters for the next launch (see the end of the loaders).
+        if (lane == 0) {
+          __threadfence();
+          if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+            atomicExch(p.unit_ctr, 0);
+            atomicExch(p.unit_ctr + 1, 0);
+          }
+        }
+        return;
+      }
+    }
+
+    // Copies.  Q: warp pw copies rows [32 pw, 32 pw + 32) (and the row
+    // groups kLoaders / 32 further on, where fewer warps copy).  K / V: the
     // warps pw < BN / 32 own rows [32 pw, 32 pw + 32) of a tile, lane l key
     // 32 pw + l, in two 16-key segments (lanes 0..15, 16..31).  A segment of
     // 16 valid keys in one cache block goes by TMA (its first lane issues
@@ -562,6 +651,7 @@ __global__ void __launch_bounds__(384, 1)
     const int32_t *cu_bt = p.block_table;
     auto tile_offsets = [&](TileKey &tk) {
       if (ot == 0) {
+        wait_slot(ou);
         const UnitSlot &s = ring[ou % kUnitRing];
         cu_ntiles = s.ntiles;
         cu_kstart = s.kstart;
@@ -632,11 +722,12 @@ __global__ void __launch_bounds__(384, 1)
     // first tile, a unit ahead of its use: the consumers load it at the end
     // of unit u's key loop, and with it issued after unit u's last tile (a
     // few tiles before that on short units) they waited for it.
-    // (fp8: each loader warp copies two row groups.)
+    // (Fewer loader warps than row groups -- fp8, kSched: a warp copies several.)
     auto issue_q = [&](int u) {
       mbar_wait(bar_qempty(u % QB), ((u / QB) & 1) ^ 1);
+      wait_slot(u);
       if (ring[u % kUnitRing].ntiles > 0) {
-        if constexpr (kFp8) {
+        if constexpr (S::kLoaders < S::kProducers) {
 #pragma unroll 1
           for (int rg = pw; rg < BM / 32; rg += S::kLoaders / 32) load_q(u, rg);
         } else {
@@ -709,8 +800,12 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll 1
       for (int u = 0;; ++u) {
         if (u > 0) {
-          if (warp == kRingWarp && lane < 8) ring_step(u);
-          named_barrier_sync(1, S::kProducers);  // the ring's new slots
+          if constexpr (S::kSched) {
+            if (tid == S::kConsumers) *reinterpret_cast<volatile int *>(&s_started) = u;
+          } else {
+            if (warp == kRingWarp && lane < 8) ring_step(u);
+            named_barrier_sync(1, S::kProducers);  // the ring's new slots
+          }
         }
         const int nt = ring[u % kUnitRing].ntiles;
         if (nt == 0) break;  // its slot went out with unit u - 1's Q
@@ -734,7 +829,7 @@ __global__ void __launch_bounds__(384, 1)
     cp_async_wait_all();
     // Re-arm the counters for the next launch: the last CTA to leave resets
     // them (every claim of a CTA precedes its exit count: same thread, fence).
-    if (warp == kRingWarp && lane == 0) {
+    if (!S::kSched && warp == kRingWarp && lane == 0) {
       __threadfence();
       if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
         atomicExch(p.unit_ctr, 0);
