@@ -423,7 +423,11 @@ __global__ void __launch_bounds__(384, 1)
   // and writes never overlap.
   __shared__ int s_fp8_stop[4];
   // kSched: the last unit the loaders have started (written by the
-  // producer's thread 0, read by the scheduler).
+  // producer's thread 0, read by the scheduler).  compute-sanitizer's
+  // racecheck does not follow this flag: on the head-size-256 test it
+  // reports the scheduler's stores into a slot against the loaders' reads
+  // of the unit 16 back in the same slot, which the scheduler's argument
+  // below orders (an mbarrier in its place is the pending fix).
   __shared__ int s_started;
   // fp8: the producer's first two warps copy (S::kLoaders threads: the
   // qfull and raw arrivals), the other two convert (the full arrivals).
