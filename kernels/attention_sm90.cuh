@@ -535,6 +535,16 @@ __global__ void __launch_bounds__(384, 1)
     // same as 8.  Slot k overwrites unit k - 16's, which no one reads any
     // more: the loaders have started unit k - kClaimLead, so the consumers
     // have loaded unit k - kClaimLead - 2's Q (the argument above).
+    // Re-arms the counters for the next launch: the last CTA to leave resets
+    // them.  Called by the thread that made the CTA's claims, after its last
+    // one (every claim of a CTA precedes its exit count: same thread, fence).
+    auto rearm_counters = [&]() {
+      __threadfence();
+      if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+        atomicExch(p.unit_ctr, 0);
+        atomicExch(p.unit_ctr + 1, 0);
+      }
+    };
     constexpr int kClaimLead = 2;
     static_assert(kStaticRounds + 4 <= kUnitRing && kClaimLead + 2 < kUnitRing, "unit ring");
     auto wait_slot = [&](int u) {
@@ -569,14 +579,7 @@ __global__ void __launch_bounds__(384, 1)
           ended = __any_sync(0xffffffffu, mine && v < 0);  // the slot that ends the list went out
           k += nb;
         }
-        // Re-arm the counters for the next launch (see the end of the loaders).
-        if (lane == 0) {
-          __threadfence();
-          if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-            atomicExch(p.unit_ctr, 0);
-            atomicExch(p.unit_ctr + 1, 0);
-          }
-        }
+        if (lane == 0) rearm_counters();
         return;
       }
     }
@@ -831,15 +834,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     cp_async_wait_all();
-    // Re-arm the counters for the next launch: the last CTA to leave resets
-    // them (every claim of a CTA precedes its exit count: same thread, fence).
-    if (!S::kSched && warp == kRingWarp && lane == 0) {
-      __threadfence();
-      if (atomicAdd(p.unit_ctr + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-        atomicExch(p.unit_ctr, 0);
-        atomicExch(p.unit_ctr + 1, 0);
-      }
-    }
+    if (!S::kSched && warp == kRingWarp && lane == 0) rearm_counters();
     return;
   }
 
