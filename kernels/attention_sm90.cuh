@@ -931,10 +931,12 @@ __global__ void __launch_bounds__(384, 1)
   // consumers' boundary (setup, first softmax, epilogue) is issue-bound:
   // Nsight Compute, 16x1024, per unit and consumer warp, about 960 of the
   // 2660 instructions (docs/benchmarks.md, session 20).
+  // V rows [16 k2, 16 k2 + 16) of the tile in stage gt (MN-major, B operand).
+  auto desc_v = [&](int gt, int k2) { return desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)); };
   auto issue_pv = [&](int gt, bool first) {
 #pragma unroll
     for (int k2 = 0; k2 < BN / 16; ++k2)
-      wgmma_rs_tb<HS, MT>(o, pa[k2], desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4)), k2 > 0 || !first);
+      wgmma_rs_tb<HS, MT>(o, pa[k2], desc_v(gt, k2), k2 > 0 || !first);
     wgmma_commit();
   };
   // The P V product of a unit's last tile skips the 16-key steps at and
@@ -955,7 +957,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kNarrow) {
 #pragma unroll
       for (int k2 = 0; k2 < BN / 16; ++k2) {
-        const uint64_t db = desc_at(dV0 + stage16(gt) + ((k2 * 16 * 128) >> 4));
+        const uint64_t db = desc_v(gt, k2);
         if (k2 < 2)
           wgmma_rs_tb<HS, MT>(o, pa[k2], db, k2 > 0 || !first);
         else
