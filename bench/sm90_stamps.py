@@ -52,13 +52,11 @@ KERNEL_EDITS = [
   const int bs = p.block_size;"""),
     ("""#pragma unroll 1
       for (int u = 0;; ++u) {
-        if (u > 0) {
-          if constexpr (S::kSched) {
-            if (tid == S::kConsumers) *reinterpret_cast<volatile int *>(&s_started) = u;
-          } else {
-            if (warp == kRingWarp && lane < 8) ring_step(u);
-            named_barrier_sync(1, S::kProducers);  // the ring's new slots
-          }
+        if constexpr (S::kSched) {
+          if (tid == S::kConsumers) mbar_arrive(bar_started(u));
+        } else if (u > 0) {
+          if (warp == kRingWarp && lane < 8) ring_step(u);
+          named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
         if (nt == 0) break;  // its slot went out with unit u - 1's Q
@@ -69,13 +67,11 @@ KERNEL_EDITS = [
 #pragma unroll 1
       for (int u = 0;; ++u) {
         XP_SET(u, 0, XP_NOW());
-        if (u > 0) {
-          if constexpr (S::kSched) {
-            if (tid == S::kConsumers) *reinterpret_cast<volatile int *>(&s_started) = u;
-          } else {
-            if (warp == kRingWarp && lane < 8) ring_step(u);
-            named_barrier_sync(1, S::kProducers);  // the ring's new slots
-          }
+        if constexpr (S::kSched) {
+          if (tid == S::kConsumers) mbar_arrive(bar_started(u));
+        } else if (u > 0) {
+          if (warp == kRingWarp && lane < 8) ring_step(u);
+          named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         XP_SET(u, 1, XP_NOW());
         const int nt = ring[u % kUnitRing].ntiles;

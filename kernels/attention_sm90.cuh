@@ -161,8 +161,8 @@ struct Sm90Shape {
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
   // full / empty per stage, qfull / qempty per Q buffer (+ raw per stage:
-  // fp8; + ready per ring slot: kSched)
-  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs + (kSched ? kUnitRing : 0);
+  // fp8; + 8 `ready` and 8 `started`: kSched)
+  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs + (kSched ? 16 : 0);
   static constexpr int kTableBytes = kBars * 8 + kUnitRing * static_cast<int>(sizeof(UnitSlot));
   // Output staging: 8 rows of kOutCols 16-bit elements per consumer warp
   // (head size 256 leaves in two column halves).
@@ -341,7 +341,9 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_qfull = [&](int b) { return aBar + 8u * (2 * ST + b); };
   auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + QB + b); };
   auto bar_raw = [&](int s) { return aBar + 8u * (2 * ST + 2 * QB + s); };
-  auto bar_ready = [&](int r) { return aBar + 8u * (2 * ST + 2 * QB + r % kUnitRing); };  // kSched (no raw)
+  // kSched (no raw): ready[unit % 8], started[unit % 8]
+  auto bar_ready = [&](int u) { return aBar + 8u * (2 * ST + 2 * QB + u % 8); };
+  auto bar_started = [&](int u) { return aBar + 8u * (2 * ST + 2 * QB + 8 + u % 8); };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
@@ -422,13 +424,6 @@ __global__ void __launch_bounds__(384, 1)
   // the stage is free and read after its raw barrier completes, so reads
   // and writes never overlap.
   __shared__ int s_fp8_stop[4];
-  // kSched: the last unit the loaders have started (written by the
-  // producer's thread 0, read by the scheduler).  compute-sanitizer's
-  // racecheck does not follow this flag: on the head-size-256 test it
-  // reports the scheduler's stores into a slot against the loaders' reads
-  // of the unit 16 back in the same slot, which the scheduler's argument
-  // below orders (an mbarrier in its place is the pending fix).
-  __shared__ int s_started;
   // fp8: the producer's first two warps copy (S::kLoaders threads: the
   // qfull and raw arrivals), the other two convert (the full arrivals).
   if (tid == 0) {
@@ -441,8 +436,10 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
     }
     if constexpr (S::kSched) {
-      for (int r = 0; r < kUnitRing; ++r) mbar_init(bar_ready(r), 1);
-      s_started = 0;
+      for (int r = 0; r < 8; ++r) {
+        mbar_init(bar_ready(r), 8);  // the slot's writer lanes
+        mbar_init(bar_started(r), 1);
+      }
     }
     if constexpr (kFp8) {
       static_assert(ST <= 4, "s_fp8_stop");
@@ -534,7 +531,18 @@ __global__ void __launch_bounds__(384, 1)
     // 685.5-689.5 -> 680.2-684.8.  Fewer static rounds (4, 2) measured the
     // same as 8.  Slot k overwrites unit k - 16's, which no one reads any
     // more: the loaders have started unit k - kClaimLead, so the consumers
-    // have loaded unit k - kClaimLead - 2's Q (the argument above).
+    // have loaded unit k - kClaimLead - 2's Q (the argument above).  Both
+    // hand-offs are mbarriers (release / acquire): ready[unit % 8], which
+    // each of the slot's 8 writer lanes arrives on after its own stores,
+    // and started[unit % 8], which the producer's first thread arrives on
+    // at each unit start.  With ready completed by lane 0 alone after a
+    // __syncwarp, compute-sanitizer's racecheck reported the other lanes'
+    // request words against the loaders' reads (20 hazards on the head-size
+    // 256 test; none with the 8 arrivals, H200).  Same-run A/B against a
+    // polled shared-memory counter for started[] and lane 0's ready, eager
+    // us, 3 rounds, H200: causal 16x1024 291.2-291.4 -> 291.8-291.9, 32x512
+    // 194.9-195.4 -> 196.0, 8x2000 464.4-464.9 -> 465.2-465.3, head size 256
+    // 664.2-664.8 -> 666.3-667.5.
     // Re-arms the counters for the next launch: the last CTA to leave resets
     // them.  Called by the thread that made the CTA's claims, after its last
     // one (every claim of a CTA precedes its exit count: same thread, fence).
@@ -546,20 +554,30 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
     constexpr int kClaimLead = 2;
-    static_assert(kStaticRounds + 4 <= kUnitRing && kClaimLead + 2 < kUnitRing, "unit ring");
+    static_assert(kStaticRounds == 8 && kClaimLead == 2, "the parities of ready[] and started[]");
+    // ready[u % 8]: the loaders wait for slot u in unit u - 1 at the latest
+    // (or in unit 0 for u < kStaticRounds), when the scheduler has written
+    // slot u + 1 at most (kStaticRounds - 1 for u < kStaticRounds), so
+    // unit u + 8's phase has not completed.
     auto wait_slot = [&](int u) {
-      if constexpr (S::kSched) mbar_wait(bar_ready(u), (u / kUnitRing) & 1);
+      if constexpr (S::kSched) mbar_wait(bar_ready(u), (u / 8) & 1);
     };
     if constexpr (S::kSched) {
       if (pw == S::kLoaders / 32) {
         // ================= scheduler =================
         const int j = lane >> 3, wl = lane & 7;
+        int ws = 0;  // the next unit start to wait for
         bool ended = false;
 #pragma unroll 1
         for (int k = 0; !ended;) {
           const int nb = k < kStaticRounds ? min(4, kStaticRounds - k) : 1;
+          // Every unit's start is waited for, in order, so started[i % 8]
+          // has completed unit i - 8's phase; the loaders wait for slot k
+          // in unit k - 1, so they have started unit k - 1 <= i + 7 at most
+          // (the first wait, at k = kStaticRounds, is for unit 0): unit i +
+          // 8's phase has not completed, and a parity names unit i's.
           if (k >= kStaticRounds)
-            while (*reinterpret_cast<volatile int *>(&s_started) < k - kClaimLead) __nanosleep(64);
+            for (; ws <= k - kClaimLead; ++ws) mbar_wait(bar_started(ws), (ws / 8) & 1);
           const int kk = k + j;
           const bool mine = j < nb;
           int pos = 0;
@@ -571,9 +589,11 @@ __global__ void __launch_bounds__(384, 1)
           __syncwarp();
           if (mine && v >= 0) slot_words(kk, true)[wl] = req_word(kk, wl);
           __syncwarp();
-          if (mine && wl == 0) {
-            ring[kk % kUnitRing].kvh = v < 0 ? -1 : v % nkv;
-            derive(kk);
+          if (mine) {
+            if (wl == 0) {
+              ring[kk % kUnitRing].kvh = v < 0 ? -1 : v % nkv;
+              derive(kk);
+            }
             mbar_arrive(bar_ready(kk));
           }
           ended = __any_sync(0xffffffffu, mine && v < 0);  // the slot that ends the list went out
@@ -806,13 +826,11 @@ __global__ void __launch_bounds__(384, 1)
     } else {
 #pragma unroll 1
       for (int u = 0;; ++u) {
-        if (u > 0) {
-          if constexpr (S::kSched) {
-            if (tid == S::kConsumers) *reinterpret_cast<volatile int *>(&s_started) = u;
-          } else {
-            if (warp == kRingWarp && lane < 8) ring_step(u);
-            named_barrier_sync(1, S::kProducers);  // the ring's new slots
-          }
+        if constexpr (S::kSched) {
+          if (tid == S::kConsumers) mbar_arrive(bar_started(u));
+        } else if (u > 0) {
+          if (warp == kRingWarp && lane < 8) ring_step(u);
+          named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
         if (nt == 0) break;  // its slot went out with unit u - 1's Q
