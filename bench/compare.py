@@ -349,6 +349,7 @@ def run_vattn(args, s, matrix_tflops, log):
             cmd.append("--graph")
         if matrix_tflops:
             cmd += ["--matrix-tflops", "%.1f" % matrix_tflops]
+        cmd += list(s.get("bench_args", ()))  # extra vattn-bench options of the shape
         if args.threads:
             cmd += ["--threads", str(args.threads)]
         log("$ " + " ".join(cmd))
