@@ -113,6 +113,10 @@ struct UnitSlot {
   int t0, x0;  // the item's q_row0 / G and q_row0 % G (RowMap)
 };
 constexpr int kUnitRing = 16;    // slots: see the unit ring in the kernel
+// kSched: the scheduler's ready and started mbarriers, kSchedBars of each;
+// unit u uses barrier u % kSchedBars and waits for parity (u / kSchedBars) & 1
+// (the kernel's argument at the waits needs kSchedBars == kStaticRounds).
+constexpr int kSchedBars = 8;
 constexpr int kStaticRounds = 8;  // list positions dealt before the counter takes over
 // The ring's setup takes the positions of units 0 .. 7 without the counter
 // (claims start at unit 7's ring step): fewer static rounds would deal
@@ -161,8 +165,8 @@ struct Sm90Shape {
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
   // full / empty per stage, qfull / qempty per Q buffer (+ raw per stage:
-  // fp8; + 8 `ready` and 8 `started`: kSched)
-  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs + (kSched ? 16 : 0);
+  // fp8; + kSchedBars `ready` and kSchedBars `started`: kSched)
+  static constexpr int kBars = (FP8 ? 3 : 2) * kStages + 2 * kQBufs + (kSched ? 2 * kSchedBars : 0);
   static constexpr int kTableBytes = kBars * 8 + kUnitRing * static_cast<int>(sizeof(UnitSlot));
   // Output staging: 8 rows of kOutCols 16-bit elements per consumer warp
   // (head size 256 leaves in two column halves).
@@ -341,9 +345,10 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_qfull = [&](int b) { return aBar + 8u * (2 * ST + b); };
   auto bar_qempty = [&](int b) { return aBar + 8u * (2 * ST + QB + b); };
   auto bar_raw = [&](int s) { return aBar + 8u * (2 * ST + 2 * QB + s); };
-  // kSched (no raw): ready[unit % 8], started[unit % 8]
-  auto bar_ready = [&](int u) { return aBar + 8u * (2 * ST + 2 * QB + u % 8); };
-  auto bar_started = [&](int u) { return aBar + 8u * (2 * ST + 2 * QB + 8 + u % 8); };
+  // kSched (no raw): ready[unit % kSchedBars], started[unit % kSchedBars]
+  auto bar_ready = [&](int u) { return aBar + 8u * (2 * ST + 2 * QB + u % kSchedBars); };
+  auto bar_started = [&](int u) { return aBar + 8u * (2 * ST + 2 * QB + kSchedBars + u % kSchedBars); };
+  auto sched_parity = [](int u) { return static_cast<uint32_t>((u / kSchedBars) & 1); };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int bs = p.block_size;
@@ -436,8 +441,8 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(bar_qempty(b), S::kConsumers);  // every consumer thread: its Q fragments
     }
     if constexpr (S::kSched) {
-      for (int r = 0; r < 8; ++r) {
-        mbar_init(bar_ready(r), 8);  // the slot's writer lanes
+      for (int r = 0; r < kSchedBars; ++r) {
+        mbar_init(bar_ready(r), 8);  // the slot's 8 writer lanes (one word each)
         mbar_init(bar_started(r), 1);
       }
     }
@@ -554,13 +559,14 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
     constexpr int kClaimLead = 2;
-    static_assert(kStaticRounds == 8 && kClaimLead == 2, "the parities of ready[] and started[]");
+    static_assert(kStaticRounds == kSchedBars && kSchedBars == 8 && kClaimLead == 2,
+                  "the parities of ready[] and started[]");
     // ready[u % 8]: the loaders wait for slot u in unit u - 1 at the latest
     // (or in unit 0 for u < kStaticRounds), when the scheduler has written
     // slot u + 1 at most (kStaticRounds - 1 for u < kStaticRounds), so
     // unit u + 8's phase has not completed.
     auto wait_slot = [&](int u) {
-      if constexpr (S::kSched) mbar_wait(bar_ready(u), (u / 8) & 1);
+      if constexpr (S::kSched) mbar_wait(bar_ready(u), sched_parity(u));
     };
     if constexpr (S::kSched) {
       if (pw == S::kLoaders / 32) {
@@ -577,7 +583,7 @@ __global__ void __launch_bounds__(384, 1)
           // (the first wait, at k = kStaticRounds, is for unit 0): unit i +
           // 8's phase has not completed, and a parity names unit i's.
           if (k >= kStaticRounds)
-            for (; ws <= k - kClaimLead; ++ws) mbar_wait(bar_started(ws), (ws / 8) & 1);
+            for (; ws <= k - kClaimLead; ++ws) mbar_wait(bar_started(ws), sched_parity(ws));
           const int kk = k + j;
           const bool mine = j < nb;
           int pos = 0;
