@@ -126,6 +126,32 @@ static bool encode_map_4d(CUtensorMap *map, CUtensorMapDataType dt, const void *
                 CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// A key row of >= 256 bytes (16-bit caches at head size >= 128) is two or
+// four boxes' 128-byte rows.  Fetching 256 bytes into L2 per box row helped
+// a little on the H100 and cost a lot on the H200, so it is chosen per
+// device: same-run A/Bs, eager us, 128 -> 256 bytes, H100 80GB HBM3
+// (5120-bit bus), 3 rounds: 32x4096 184.3-184.5 -> 183.1-183.2, 64x2048
+// 185.7 -> 184.2-184.3, 128x1024 187.3-187.6 -> 186.5-186.7, 1x32768
+// 54.6-54.9 -> 54.2-54.6, 8x8192 the same; H200 (HBM3e, 6016-bit bus), 2
+// rounds: 32x4096 125.6-126.0 -> 137.0, 8x8192 70.0-70.3 -> 75.2-75.4,
+// 128x1024 129.6-129.7 -> 138.3, 1x32768 40.2-40.3 -> 42.5-42.7, 256x512
+// 130.2-130.3 -> 136.3-136.4, head size 256 32x4096 247.8-247.9 -> 269.9.
+// 256 bytes only where the memory bus is at most the H100's 5120 bits; a
+// device not measured loses less with 128 if that is the wrong guess.
+// VATTN_CUDA_DECODE_L2_PROMO=128 or 256 forces one (A/Bs).
+int sm90_decode_l2_promo(int row_bytes) {
+  if (row_bytes < 256) return 128;
+  static const int forced = [] {
+    const char *e = std::getenv("VATTN_CUDA_DECODE_L2_PROMO");
+    const long v = e ? std::strtol(e, nullptr, 10) : 0;
+    return v == 128 || v == 256 ? static_cast<int>(v) : 0;
+  }();
+  if (forced != 0) return forced;
+  const int dev = current_device();
+  const int bus = dev >= 0 ? device_attr<cudaDevAttrGlobalMemoryBusWidth>(dev) : -1;
+  return bus > 0 && bus <= 5120 ? 256 : 128;
+}
+
 void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {
   std::memset(m, 0, sizeof(*m));
   // Paged: [blocks][block_size][kv heads][head size]; dense: [rows][kv

@@ -139,14 +139,10 @@ cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
   std::memset(&maps, 0, sizeof(maps));
   if constexpr (has_decode_tma<CACHE, HS, NH>()) {
     if (p.paged && sm90_attention_enabled()) {
-      // A key row of >= 256 bytes is fetched into L2 whole (its two or four
-      // boxes' rows): H100, same-run A/B, 128 -> 256-byte promotion, eager
-      // us, 3 rounds: 32x4096 184.3-184.5 -> 183.1-183.2, 64x2048 185.7 ->
-      // 184.2-184.3, 128x1024 187.3-187.6 -> 186.5-186.7, 1x32768 54.6-54.9
-      // -> 54.2-54.6, 8 x 2k-32k 211.4-211.8 -> 210.1-210.5.  fp8 at head
-      // size 128 and bf16 at 64 (128-byte rows) were no faster with it.
+      // The boxes' L2 promotion depends on the device (sm90_decode_l2_promo);
+      // fp8 at head size 128 and bf16 at 64 (128-byte rows) take 128.
       constexpr int kRowBytes = HS * (CACHE == kCacheAuto ? 2 : 1);
-      sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1, kRowBytes >= 256 ? 256 : 128);
+      sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1, sm90_decode_l2_promo(kRowBytes));
       if (maps.use != 0) {
         decode_kernel<T, CACHE, HS, NH, true>
             <<<grid, DecShape<HS, CACHE, NH, true>::kThreads, DecShape<HS, CACHE, NH, true>::smem_bytes(), s>>>(p,

@@ -216,6 +216,9 @@ struct Sm90KvMaps {
 // kernel's fp8 caches): bytes, boxes of [16 rows][128].  l2_promo: the L2
 // fetch size of a box row, 128 or 256 bytes.
 void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m, int elem_bytes = 2, int l2_promo = 128);
+// Host (attention.cu): the L2 promotion (128 or 256 bytes) of the decode
+// kernel's K / V boxes on the current device, for key rows of row_bytes.
+int sm90_decode_l2_promo(int row_bytes);
 // Host: m->q for items of bm rows (m->q_use = 0 when TMA cannot serve Q:
 // G does not divide bm, strides or addresses, VATTN_CUDA_SM90_TMA=0).
 void sm90_q_map(const AttnParams &p, int head_size, int bm, Sm90KvMaps *m);
