@@ -129,13 +129,16 @@ static bool encode_map_4d(CUtensorMap *map, CUtensorMapDataType dt, const void *
 // A key row of >= 256 bytes (16-bit caches at head size >= 128) is two or
 // four boxes' 128-byte rows.  Fetching 256 bytes into L2 per box row helped
 // a little on the H100 and cost a lot on the H200, so it is chosen per
-// device: same-run A/Bs, eager us, 128 -> 256 bytes, H100 80GB HBM3
-// (5120-bit bus), 3 rounds: 32x4096 184.3-184.5 -> 183.1-183.2, 64x2048
-// 185.7 -> 184.2-184.3, 128x1024 187.3-187.6 -> 186.5-186.7, 1x32768
-// 54.6-54.9 -> 54.2-54.6, 8x8192 the same; H200 (HBM3e, 6016-bit bus), 2
-// rounds: 32x4096 125.6-126.0 -> 137.0, 8x8192 70.0-70.3 -> 75.2-75.4,
-// 128x1024 129.6-129.7 -> 138.3, 1x32768 40.2-40.3 -> 42.5-42.7, 256x512
-// 130.2-130.3 -> 136.3-136.4, head size 256 32x4096 247.8-247.9 -> 269.9.
+// device.  Same-run A/Bs, eager us, 128 -> 256 bytes:
+// - H100 80GB HBM3 (a 5120-bit bus by its specification; the attribute was
+//   not read there), 3 rounds: 32x4096 184.3-184.5 -> 183.1-183.2, 64x2048
+//   185.7 -> 184.2-184.3, 128x1024 187.3-187.6 -> 186.5-186.7, 1x32768
+//   54.6-54.9 -> 54.2-54.6, 8 x 2k-32k 211.4-211.8 -> 210.1-210.5, 8x8192
+//   the same;
+// - H200 (HBM3e, the attribute reads 6016 bits), 2 rounds: 32x4096
+//   125.6-126.0 -> 137.0, 8x8192 70.0-70.3 -> 75.2-75.4, 128x1024
+//   129.6-129.7 -> 138.3, 1x32768 40.2-40.3 -> 42.5-42.7, 256x512
+//   130.2-130.3 -> 136.3-136.4, head size 256 32x4096 247.8-247.9 -> 269.9.
 // 256 bytes only where the memory bus is at most the H100's 5120 bits; a
 // device not measured loses less with 128 if that is the wrong guess.
 // VATTN_CUDA_DECODE_L2_PROMO=128 or 256 forces one (A/Bs).
