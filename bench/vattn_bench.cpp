@@ -114,7 +114,9 @@ struct Options {
   int64_t len_min = 0;  // decode: contexts drawn from [len_min, len] (0 = all len)
   int heads = 32, kv_heads = 8, head_size = 128, block_size = 16;
   std::string dtype = "bf16", kv_dtype = "auto", layout = "nhd";
-  std::string block_order = "shuffled";  // or "sequential": each copy's blocks in request order
+  std::string block_order = "shuffled";  // or "sequential": each copy's blocks in request order,
+                                         // or "window:W": shuffled inside windows of W blocks
+  int64_t block_window = 0;              // W of "window:W"
   int causal = 1;
   int prefills = 4, chunk = 512, prefill_ctx = 2048, decodes = 128, decode_ctx = 2048;
   int iters = 100, warmup = 10;
@@ -144,8 +146,10 @@ void usage(int rc) {
       "  --dtype bf16|fp16|fp32       q/k/v/output dtype (default bf16)\n"
       "  --kv-dtype auto|fp8|fp8_e5m2 KV cache dtype (default auto; fp8 = e4m3)\n"
       "  --layout nhd|hnd             KV cache layout (default nhd)\n"
-      "  --block-order shuffled|sequential   cache blocks drawn from a random permutation\n"
-      "                               (default) or in request order (what paging costs)\n"
+      "  --block-order shuffled|sequential|window:W   cache blocks drawn from a random\n"
+      "                               permutation (default), in request order (what paging\n"
+      "                               costs), or shuffled only inside runs of W consecutive\n"
+      "                               blocks (what the shuffle costs at which scale)\n"
       "  --causal 0|1                 prefill mask (default 1)\n"
       "  --prefills P --chunk Q --prefill-ctx C --decodes N --decode-ctx C\n"
       "                               mixed batch (default 4 x 512 after 2048, 128 at 2048)\n"
@@ -240,8 +244,16 @@ Options parse(int argc, char **argv) {
   if (o.iters < 1 || o.warmup < 0) die("--iters must be >= 1 and --warmup >= 0");
   if (o.max_splits < 0) die("--max-splits must be >= 0");
   if (o.table_cols < 0) die("--table-cols must be >= 0");
-  if (o.block_order != "shuffled" && o.block_order != "sequential")
-    die("--block-order '%s': expected shuffled or sequential", o.block_order.c_str());
+  if (o.block_order.rfind("window:", 0) == 0) {
+    char *end = nullptr;
+    const char *w = o.block_order.c_str() + 7;
+    const long long v = std::strtoll(w, &end, 10);
+    if (!*w || !end || *end || v < 1)
+      die("--block-order '%s': W of window:W must be an integer >= 1", o.block_order.c_str());
+    o.block_window = v;
+  } else if (o.block_order != "shuffled" && o.block_order != "sequential") {
+    die("--block-order '%s': expected shuffled, sequential or window:W", o.block_order.c_str());
+  }
   if (o.prefills < 0 || o.decodes < 0 || o.prefills + o.decodes < 1 || o.chunk < 1 ||
       o.prefill_ctx < 0 || o.decode_ctx < 1)
     die("mixed batch: need prefills + decodes >= 1, --chunk >= 1, --decode-ctx >= 1");
@@ -552,6 +564,10 @@ struct Bench {
     std::iota(perm.begin(), perm.end(), 0);
     std::mt19937_64 rng(o.seed);
     if (o.block_order == "shuffled") std::shuffle(perm.begin(), perm.end(), rng);
+    // window:W: each run of W consecutive blocks shuffled in itself (the last run may be shorter).
+    for (size_t i = 0; o.block_window > 1 && i < perm.size(); i += static_cast<size_t>(o.block_window))
+      std::shuffle(perm.begin() + i, perm.begin() + std::min(perm.size(), i + static_cast<size_t>(o.block_window)),
+                   rng);
 
     vattn_kv_cache_spec_t spec;
     vattn_kv_cache_spec_init(&spec);
@@ -1210,7 +1226,9 @@ int main(int argc, char **argv) {
     if (o.len_min > 0) std::printf(" (contexts %lld-%lld)", (long long)o.len_min, (long long)o.len);
     std::printf(" | %d q heads / %d kv heads, head %d, block %d, %s, kv %s, %s%s%s%s\n", o.heads, o.kv_heads,
                 o.head_size, o.block_size, o.dtype.c_str(), o.kv_dtype.c_str(), o.layout.c_str(),
-                o.block_order == "sequential" ? ", blocks in order" : "",
+                o.block_order == "sequential" ? ", blocks in order"
+                : o.block_window > 0          ? (", blocks " + o.block_order).c_str()
+                                              : "",
                 o.workload == "prefill" ? (o.causal ? ", causal" : ", non-causal") : "",
                 o.write_kv ? ", with cache write" : "");
     std::fflush(stdout);
