@@ -29,7 +29,8 @@ constexpr int kSplitAlign = 64;  // multiple of every kernel's key tile
 constexpr int kDecMinKeysPerSplit = 64;
 constexpr int kDecShortSplitKeys = 256;
 // A tile split into more than kDecMergeRoundParts parts costs its merging
-// CTA more rounds of partial loads (kern::merge_split_tile prefetches 16),
+// CTA more rounds of partial loads (the decode kernel's merge prefetches 8,
+// 16 until session 25: see kMergePre in decode.cuh),
 // modelled as kDecMergeRoundKeys more keys: 1x8192 then takes 16 parts
 // instead of 32 (21.3 -> 21.1 us).
 constexpr int kDecMergeRoundParts = 16;
