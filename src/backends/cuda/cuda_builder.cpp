@@ -217,9 +217,20 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   // 302.1-302.3 -> 296.2-296.4; 16 x 1k-4k 46.4 -> 44.4; 64 x 512-8k
   // 232.8-232.9 -> 231.1-231.2; 32 x 256-8k 116.8-117.1 -> 121.1-121.6 (6 ->
   // 4 parts); 8 x 2k-32k and the equal 8x8192 the same.
+  // The merge round is the exception: fp8 counts half the 16-bit cache's
+  // merge keys, not twice.  Past 16 parts is where a single long request goes
+  // from one CTA per SM to two, and a lone fp8 CTA (two stages per warp)
+  // streams well below its SM's share, so the second CTA pays for the
+  // round.  At twice the keys the model tied 16 parts with 32 and took 16.
+  // H200, eager us, 3 rounds, 512 -> 128 merge keys (parts 16 -> 32, 33 at
+  // 1x10000): fp8 D128 1x16384 22.5-22.6 -> 18.8-18.9, 1x12288 19.3-19.5
+  // -> 16.8-17.0, 1x10000 17.7-17.8 -> 15.9-16.1, 1x8192 16.0-16.2 ->
+  // 14.7-14.9; fp8 D64 1x16384 24.4-24.5 -> 19.8-20.1; 4 x 4k-32k (16 ->
+  // 27 parts) 67.9-68.9 -> 68.1-68.8; fp8 1x32768, 2x16384, D256 1x16384
+  // and the mixed batches above keep their parts.  Not measured on the H100.
   if (cache != kern::kCacheAuto) {
     c.dec_cta_keys *= 2;
-    c.dec_merge_keys *= 2;
+    c.dec_merge_keys /= 2;
   }
   // Resident decode CTAs (the cost model's wave size): from the occupancy
   // API when the decode kernel serves this head size.

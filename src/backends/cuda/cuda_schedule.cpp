@@ -32,7 +32,12 @@ constexpr int kDecShortSplitKeys = 256;
 // CTA more rounds of partial loads (the decode kernel's merge prefetches 8,
 // 16 until session 25: see kMergePre in decode.cuh),
 // modelled as kDecMergeRoundKeys more keys: 1x8192 then takes 16 parts
-// instead of 32 (21.3 -> 21.1 us).
+// instead of 32 (21.3 -> 21.1 us).  The threshold stays at 16 parts, not
+// the 8 the merge now prefetches: H200, eager us, 2 rounds, 16 -> 8 (the
+// model's parts in brackets): 1x8192 17.4 -> 17.9-18.1 (16 -> 32), 1x4096
+// 13.4-13.5 -> 15.2-15.4 (16 -> 8), fp8 2x8192 18.3-18.4 -> 22.1 (16 ->
+// 8), fp8 8 x 2k-32k 96.7 -> 104.0-104.2 (16 -> 18); fp8 1x16384 gained
+// (22.7-22.8 -> 18.9-19.0), which the fp8 merge keys now give (cuda_builder.cpp).
 constexpr int kDecMergeRoundParts = 16;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
