@@ -228,9 +228,22 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   // 14.7-14.9; fp8 D64 1x16384 24.4-24.5 -> 19.8-20.1; 4 x 4k-32k (16 ->
   // 27 parts) 67.9-68.9 -> 68.1-68.8; fp8 1x32768, 2x16384, D256 1x16384
   // and the mixed batches above keep their parts.  Not measured on the H100.
+  // 16-bit caches at head sizes 128 and 256 count a CTA as 256 keys as
+  // well: at 128 the model took two waves of short parts where one wave of
+  // longer ones (some SMs holding a single CTA) is faster.  H200, eager us,
+  // 2 rounds, 128 -> 256 CTA keys: D128 6x8192 61.8-62.2 -> 54.3-54.6,
+  // 9x4096 48.2-48.5 -> 44.4, 12x2048 35.8 -> 33.1-33.2, 5x16384 90.7-90.9
+  // -> 85.5-86.3, 10x16384 166.5 -> 160.1-160.3, 27x4096 116.5-116.7 ->
+  // 113.0-113.1, 96 x 1k-3k 194.5 -> 184.6-184.7, 34x8192 270.1-270.3 ->
+  // 271.5-271.7; D256 6x8192 112.5-112.7 -> 104.8, 12x2048 65.9-66.0 ->
+  // 53.5; the benchmark table's shapes and 16 x 1k-16k keep their parts.
+  // Head size 64 keeps 128 (6x8192 31.7-31.8 -> 32.2-32.3 at 256).  Not
+  // measured on the H100.
   if (cache != kern::kCacheAuto) {
     c.dec_cta_keys *= 2;
     c.dec_merge_keys /= 2;
+  } else if (o.head_size >= 128) {
+    c.dec_cta_keys *= 2;
   }
   // Resident decode CTAs (the cost model's wave size): from the occupancy
   // API when the decode kernel serves this head size.

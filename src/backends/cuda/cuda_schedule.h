@@ -57,8 +57,8 @@ struct CudaBuilderCfg {
   // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
   // decode item may hold (16, or one head's 8 when a CTA runs two heads).
   int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
-  // For an fp8 cache twice the CTA keys and half the merge keys
-  // (cuda_create_builder);
+  // Twice the CTA keys except for a 16-bit cache at head size 64, and
+  // half the merge keys for an fp8 cache (cuda_create_builder);
   // VATTN_CUDA_DECODE_CTA_KEYS / VATTN_CUDA_DECODE_MERGE_KEYS override
   // them at builder creation.
   int64_t dec_cta_keys = kDecCtaOverheadKeys;
