@@ -4,8 +4,9 @@
 // disjoint workspace rows and reach the merge tables, the unit order is a
 // permutation, the staged block table and slot mapping are the caller's,
 // the decode tiles come in the order asked for, and the decode split count
-// is the one a plain search of the cost model (restated here) picks.  Built
-// only with the CUDA backend.
+// is the one a plain search of the cost model (restated here) picks; the
+// model's cost keys per cache kind, and the split counts of the shapes whose
+// measurements chose them.  Built only with the CUDA backend.
 #include <gtest/gtest.h>
 
 #ifdef VATTN_WITH_CUDA
@@ -424,6 +425,112 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
   EXPECT_GT(splits, 50);
   EXPECT_GT(self_merges, 20);
   EXPECT_GT(merge_parts, 100);
+}
+
+// The cost keys per cache kind and head size (cuda_decode_cost_keys).
+TEST(CudaSchedule, DecodeCostKeysPerCacheKind) {
+  struct Case {
+    int32_t cache, head_size;
+    int64_t cta, merge;
+  } cases[] = {
+      {kern::kCacheAuto, 64, 128, 256},  {kern::kCacheAuto, 128, 256, 256}, {kern::kCacheAuto, 256, 256, 256},
+      {kern::kCacheE4M3, 64, 256, 128}, {kern::kCacheE4M3, 128, 256, 128}, {kern::kCacheE5M2, 256, 256, 128},
+  };
+  for (const Case &k : cases) {
+    int64_t cta = -1, merge = -1;
+    vattn::cuda_decode_cost_keys(k.cache, k.head_size, &cta, &merge);
+    EXPECT_EQ(cta, k.cta) << "cache " << k.cache << ", head size " << k.head_size;
+    EXPECT_EQ(merge, k.merge) << "cache " << k.cache << ", head size " << k.head_size;
+  }
+}
+
+// The split counts behind the measurements quoted in cuda_schedule.cpp
+// (H100- and H200-shaped builder: 132 SMs, two resident decode CTAs per SM,
+// 32 query / 8 KV heads, head size 128, block size 16).  A change of the
+// model that moves one of these moves a measured choice: re-measure it.
+TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
+  auto cfg = [](bool fp8) {
+    CudaBuilderCfg c;
+    vattn_builder_options_init(&c.o);
+    c.o.num_heads = 32;
+    c.o.num_kv_heads = 8;
+    c.o.head_size = 128;
+    c.o.block_size = 16;
+    c.o.max_num_reqs = 256;
+    c.o.max_num_tokens = 8192;
+    c.o.max_blocks_per_req = 4096;
+    c.num_sms = 132;
+    c.max_splits = 16;
+    c.decode = true;
+    c.dec_slots = 264;
+    c.dec_sat_slots = fp8 ? 0 : 264;  // as cuda_create_builder sets them
+    c.dec_max_splits = 64;
+    c.dec_longest_first = !fp8;
+    c.group = 4;
+    c.tokens_per_tile = 32;
+    vattn::cuda_decode_cost_keys(fp8 ? kern::kCacheE4M3 : kern::kCacheAuto, 128, &c.dec_cta_keys,
+                                 &c.dec_merge_keys);
+    vattn::cuda_size_plan(&c);
+    return c;
+  };
+  // One decode token per request; contexts lo + (hi - lo) i / (n - 1).
+  auto splits = [](const CudaBuilderCfg &c, int n, int32_t lo, int32_t hi) {
+    std::vector<int32_t> qsl{0}, lens, table;
+    std::vector<int64_t> slots;
+    const int64_t cols = (hi + 15) / 16;
+    table.resize(static_cast<size_t>(n * cols));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    for (int r = 0; r < n; ++r) {
+      const int32_t len = n > 1 ? lo + static_cast<int32_t>(int64_t(hi - lo) * r / (n - 1)) : hi;
+      lens.push_back(len);
+      qsl.push_back(r + 1);
+      slots.push_back(int64_t(table[r * cols + (len - 1) / 16]) * 16 + (len - 1) % 16);
+    }
+    vattn_metadata_desc_t d;
+    vattn_metadata_desc_init(&d);
+    d.num_reqs = n;
+    d.num_actual_tokens = n;
+    d.query_start_loc = qsl.data();
+    d.seq_lens = lens.data();
+    d.block_table = table.data();
+    d.block_table_rows = n;
+    d.block_table_cols = cols;
+    d.slot_mapping = slots.data();
+    d.slot_mapping_len = n;
+    d.block_size = 16;
+    d.num_cache_blocks = static_cast<int64_t>(table.size());
+    vattn::Metadata md;
+    EXPECT_EQ(vattn::metadata_from_desc(d, "desc", &md), VATTN_OK) << vattn_last_error_message();
+    const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
+    std::vector<char> host(L.meta_end);
+    vattn::CudaScheduleScratch scratch;
+    vattn::CudaSchedule sc;
+    EXPECT_EQ(vattn::cuda_schedule(c, L, host.data(), md, 0, false, &scratch, &sc), VATTN_OK)
+        << vattn_last_error_message();
+    return sc.dec_splits;
+  };
+  struct Case {
+    bool fp8;
+    int n;
+    int32_t lo, hi;
+    int splits;
+  } cases[] = {
+      // The benchmark table's decode shapes.
+      {false, 1, 32768, 32768, 33}, {false, 8, 8192, 8192, 4}, {false, 32, 4096, 4096, 1},
+      {false, 64, 2048, 2048, 1}, {false, 128, 1024, 1024, 1}, {false, 128, 4096, 4096, 1},
+      {false, 256, 512, 512, 1}, {true, 8, 8192, 8192, 4}, {true, 32, 4096, 4096, 1},
+      // One wave of longer parts, not two of short ones (16-bit CTA keys).
+      {false, 6, 8192, 8192, 5}, {false, 9, 4096, 4096, 3}, {false, 12, 2048, 2048, 2},
+      {false, 5, 16384, 16384, 6}, {false, 1, 8192, 8192, 16},
+      // Two fp8 CTAs per SM on one long request (fp8 merge keys).
+      {true, 1, 8192, 8192, 32}, {true, 1, 12288, 12288, 32}, {true, 1, 16384, 16384, 32},
+      {true, 1, 32768, 32768, 33}, {true, 8, 2048, 32768, 16},
+  };
+  const CudaBuilderCfg c16 = cfg(false), c8 = cfg(true);
+  for (const Case &k : cases) {
+    EXPECT_EQ(splits(k.fp8 ? c8 : c16, k.n, k.lo, k.hi), k.splits)
+        << (k.fp8 ? "fp8 " : "16-bit ") << k.n << " x " << k.lo << "-" << k.hi;
+  }
 }
 
 }  // namespace

@@ -209,42 +209,7 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache, o.num_kv_heads, G);
   c.dec_rows = kern::kDecodeRows / c.dec_heads;
   c.dec_longest_first = cache == kern::kCacheAuto;
-  // The cost model counts a CTA's fixed cost and a merge round in keys; a
-  // key of an fp8 cache is half the bytes, so the same time is twice the
-  // keys.  H100, fp8 D128, eager us, 2 rounds, 128 / 256 CTA keys -> 256 /
-  // 512: 16 x 1k-16k 108.5-108.8 -> 106.3-106.5; 240 x 1k-4k 465.5-465.7 ->
-  // 453.1-453.2; 128 x 128-2k 131.6-131.7 -> 125.4-125.6; 48 x 4k-12k
-  // 302.1-302.3 -> 296.2-296.4; 16 x 1k-4k 46.4 -> 44.4; 64 x 512-8k
-  // 232.8-232.9 -> 231.1-231.2; 32 x 256-8k 116.8-117.1 -> 121.1-121.6 (6 ->
-  // 4 parts); 8 x 2k-32k and the equal 8x8192 the same.
-  // The merge round is the exception: fp8 counts half the 16-bit cache's
-  // merge keys, not twice.  Past 16 parts is where a single long request goes
-  // from one CTA per SM to two, and a lone fp8 CTA (two stages per warp)
-  // streams well below its SM's share, so the second CTA pays for the
-  // round.  At twice the keys the model tied 16 parts with 32 and took 16.
-  // H200, eager us, 3 rounds, 512 -> 128 merge keys (parts 16 -> 32, 33 at
-  // 1x10000): fp8 D128 1x16384 22.5-22.6 -> 18.8-18.9, 1x12288 19.3-19.5
-  // -> 16.8-17.0, 1x10000 17.7-17.8 -> 15.9-16.1, 1x8192 16.0-16.2 ->
-  // 14.7-14.9; fp8 D64 1x16384 24.4-24.5 -> 19.8-20.1; 4 x 4k-32k (16 ->
-  // 27 parts) 67.9-68.9 -> 68.1-68.8; fp8 1x32768, 2x16384, D256 1x16384
-  // and the mixed batches above keep their parts.  Not measured on the H100.
-  // 16-bit caches at head sizes 128 and 256 count a CTA as 256 keys as
-  // well: at 128 the model took two waves of short parts where one wave of
-  // longer ones (some SMs holding a single CTA) is faster.  H200, eager us,
-  // 2 rounds, 128 -> 256 CTA keys: D128 6x8192 61.8-62.2 -> 54.3-54.6,
-  // 9x4096 48.2-48.5 -> 44.4, 12x2048 35.8 -> 33.1-33.2, 5x16384 90.7-90.9
-  // -> 85.5-86.3, 10x16384 166.5 -> 160.1-160.3, 27x4096 116.5-116.7 ->
-  // 113.0-113.1, 96 x 1k-3k 194.5 -> 184.6-184.7, 34x8192 270.1-270.3 ->
-  // 271.5-271.7; D256 6x8192 112.5-112.7 -> 104.8, 12x2048 65.9-66.0 ->
-  // 53.5; the benchmark table's shapes and 16 x 1k-16k keep their parts.
-  // Head size 64 keeps 128 (6x8192 31.7-31.8 -> 32.2-32.3 at 256).  Not
-  // measured on the H100.
-  if (cache != kern::kCacheAuto) {
-    c.dec_cta_keys *= 2;
-    c.dec_merge_keys /= 2;
-  } else if (o.head_size >= 128) {
-    c.dec_cta_keys *= 2;
-  }
+  cuda_decode_cost_keys(cache, o.head_size, &c.dec_cta_keys, &c.dec_merge_keys);
   // Resident decode CTAs (the cost model's wave size): from the occupancy
   // API when the decode kernel serves this head size.
   int32_t per_sm = o.head_size >= 256 ? 1 : 2;

@@ -57,8 +57,7 @@ struct CudaBuilderCfg {
   // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
   // decode item may hold (16, or one head's 8 when a CTA runs two heads).
   int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
-  // Twice the CTA keys except for a 16-bit cache at head size 64, and
-  // half the merge keys for an fp8 cache (cuda_create_builder);
+  // Set per cache kind and head size by cuda_decode_cost_keys;
   // VATTN_CUDA_DECODE_CTA_KEYS / VATTN_CUDA_DECODE_MERGE_KEYS override
   // them at builder creation.
   int64_t dec_cta_keys = kDecCtaOverheadKeys;
@@ -72,6 +71,11 @@ struct CudaBuilderCfg {
 
 // Sets c->cap_items, ws_rows and cap_parts from the rest of *c.
 void cuda_size_plan(CudaBuilderCfg *c);
+
+// The decode cost model's keys per CTA and per merge round (dec_cta_keys,
+// dec_merge_keys) for a cache kind (kern::kCacheAuto = 16-bit, else fp8)
+// and head size; cuda_schedule.cpp gives the measurements behind them.
+void cuda_decode_cost_keys(int32_t cache, int32_t head_size, int64_t *cta_keys, int64_t *merge_keys);
 
 // The plan's device layout for a configuration (offsets of CudaPlanLayout).
 CudaPlanLayout cuda_plan_layout(const CudaBuilderCfg &c);
