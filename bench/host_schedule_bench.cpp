@@ -22,25 +22,20 @@
 namespace {
 
 vattn::CudaBuilderCfg h100_cfg() {
-  vattn::CudaBuilderCfg c;
-  vattn_builder_options_init(&c.o);
-  c.o.num_heads = 32;
-  c.o.num_kv_heads = 8;
-  c.o.head_size = 128;
-  c.o.block_size = 16;
-  c.o.max_num_reqs = 256;
-  c.o.max_num_tokens = 8192;
-  c.o.max_blocks_per_req = 256;
-  c.num_sms = 132;
-  c.max_splits = 16;
-  c.decode = true;
-  c.dec_slots = 264;
-  c.dec_max_splits = 64;
-  c.dec_longest_first = true;  // a 16-bit cache
-  c.group = 4;
-  c.tokens_per_tile = 32;
-  vattn::cuda_size_plan(&c);
-  return c;
+  vattn_builder_options_t o;
+  vattn_builder_options_init(&o);
+  o.num_heads = 32;
+  o.num_kv_heads = 8;
+  o.head_size = 128;
+  o.block_size = 16;
+  o.max_num_reqs = 256;
+  o.max_num_tokens = 8192;
+  o.max_blocks_per_req = 256;
+  vattn::CudaDeviceFacts d;  // what cuda_create_builder reads on an H100
+  d.num_sms = 132;
+  d.rows_per_tile = 128;
+  d.dec_ctas_per_sm = 2;
+  return vattn::cuda_builder_cfg(o, d);
 }
 
 // `seq_lens` / `qsl` / table describe the batch (block size 16).

@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "../metadata/md_util.h"
 #include "backends/cuda/cuda_schedule.h"
 #include "metadata/metadata.h"
 
@@ -445,62 +446,35 @@ TEST(CudaSchedule, DecodeCostKeysPerCacheKind) {
 }
 
 // The split counts behind the measurements quoted in cuda_schedule.cpp
-// (H100- and H200-shaped builder: 132 SMs, two resident decode CTAs per SM,
-// 32 query / 8 KV heads, head size 128, block size 16).  A change of the
+// (the builder's configuration on an H100 or H200: 132 SMs, two resident
+// decode CTAs per SM; 32 query / 8 KV heads, head size 128, block size 16).  A change of the
 // model that moves one of these moves a measured choice: re-measure it.
 TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
-  auto cfg = [](bool fp8) {
-    CudaBuilderCfg c;
-    vattn_builder_options_init(&c.o);
-    c.o.num_heads = 32;
-    c.o.num_kv_heads = 8;
-    c.o.head_size = 128;
-    c.o.block_size = 16;
-    c.o.max_num_reqs = 256;
-    c.o.max_num_tokens = 8192;
-    c.o.max_blocks_per_req = 4096;
-    c.num_sms = 132;
-    c.max_splits = 16;
-    c.decode = true;
-    c.dec_slots = 264;
-    c.dec_sat_slots = fp8 ? 0 : 264;  // as cuda_create_builder sets them
-    c.dec_max_splits = 64;
-    c.dec_longest_first = !fp8;
-    c.group = 4;
-    c.tokens_per_tile = 32;
-    vattn::cuda_decode_cost_keys(fp8 ? kern::kCacheE4M3 : kern::kCacheAuto, 128, &c.dec_cta_keys,
-                                 &c.dec_merge_keys);
-    vattn::cuda_size_plan(&c);
-    return c;
+  auto cfg = [](bool fp8) {  // the builder's configuration on such a device
+    vattn_builder_options_t o;
+    vattn_builder_options_init(&o);
+    o.num_heads = 32;
+    o.num_kv_heads = 8;
+    o.head_size = 128;
+    o.block_size = 16;
+    o.max_num_reqs = 256;
+    o.max_num_tokens = 8192;
+    o.max_blocks_per_req = 4096;
+    o.kv_cache_dtype = fp8 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_AUTO;
+    vattn::CudaDeviceFacts d;
+    d.num_sms = 132;
+    d.rows_per_tile = 128;  // the Hopper kernel's items
+    d.dec_ctas_per_sm = 2;
+    return vattn::cuda_builder_cfg(o, d);
   };
   // One decode token per request; contexts lo + (hi - lo) i / (n - 1).
   auto splits = [](const CudaBuilderCfg &c, int n, int32_t lo, int32_t hi) {
-    std::vector<int32_t> qsl{0}, lens, table;
-    std::vector<int64_t> slots;
-    const int64_t cols = (hi + 15) / 16;
-    table.resize(static_cast<size_t>(n * cols));
-    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-    for (int r = 0; r < n; ++r) {
-      const int32_t len = n > 1 ? lo + static_cast<int32_t>(int64_t(hi - lo) * r / (n - 1)) : hi;
-      lens.push_back(len);
-      qsl.push_back(r + 1);
-      slots.push_back(int64_t(table[r * cols + (len - 1) / 16]) * 16 + (len - 1) % 16);
-    }
-    vattn_metadata_desc_t d;
-    vattn_metadata_desc_init(&d);
-    d.num_reqs = n;
-    d.num_actual_tokens = n;
-    d.query_start_loc = qsl.data();
-    d.seq_lens = lens.data();
-    d.block_table = table.data();
-    d.block_table_rows = n;
-    d.block_table_cols = cols;
-    d.slot_mapping = slots.data();
-    d.slot_mapping_len = n;
-    d.block_size = 16;
-    d.num_cache_blocks = static_cast<int64_t>(table.size());
+    std::vector<int32_t> qlens(static_cast<size_t>(n), 1), lens;
+    for (int r = 0; r < n; ++r) lens.push_back(n > 1 ? lo + static_cast<int32_t>(int64_t(hi - lo) * r / (n - 1)) : hi);
+    std::mt19937_64 g(7);
+    const mdt::Batch b = mdt::make_batch(g, qlens, lens, 16);
     vattn::Metadata md;
-    EXPECT_EQ(vattn::metadata_from_desc(d, "desc", &md), VATTN_OK) << vattn_last_error_message();
+    EXPECT_EQ(vattn::metadata_from_desc(b.desc(), "desc", &md), VATTN_OK) << vattn_last_error_message();
     const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
     std::vector<char> host(L.meta_end);
     vattn::CudaScheduleScratch scratch;

@@ -17,10 +17,6 @@
 namespace vattn {
 namespace {
 
-constexpr int kDefaultMaxSplits = 16;
-constexpr int kDecDefaultMaxSplits = 64;
-
-
 class CudaBuilder final : public BuilderImpl {
  public:
   explicit CudaBuilder(const CudaBuilderCfg &c) : c_(c) {}
@@ -186,62 +182,24 @@ vattn_status_t cuda_create_builder(const vattn_builder_options_t &o,
   if (o.block_size % 16)
     return fail(VATTN_ERR_UNSUPPORTED,
                 "argument 'opts': block_size %d is not a multiple of 16 (CUDA backend)", o.block_size);
-  CudaBuilderCfg c;
-  c.o = o;
-  c.group = G;
-  // Items of the kernel that serves the builder's cache kind on its device
-  // (128 rows on the Hopper kernel, attention_kernel's BM elsewhere).
-  c.tokens_per_tile = kern::attention_rows_per_tile(o.head_size, cache_kind_of(o.kv_cache_dtype), o.device_id) / G;
-  c.num_sms = o.num_sms;
-  if (c.num_sms == 0) {
+  // What the configuration needs from the device (cuda_builder_cfg).
+  const int32_t cache = cache_kind_of(o.kv_cache_dtype);
+  CudaDeviceFacts d;
+  d.rows_per_tile = kern::attention_rows_per_tile(o.head_size, cache, o.device_id);
+  d.num_sms = o.num_sms;
+  if (d.num_sms == 0) {
     int n = 0;
     VATTN_CUDA_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, o.device_id),
                    "querying the SM count");
-    c.num_sms = n > 0 ? n : 1;
+    d.num_sms = n > 0 ? n : 1;
   }
-  c.max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDefaultMaxSplits;
-  // VATTN_CUDA_DECODE_KERNEL=0 routes decode requests to attention_kernel.
-  const char *dk = std::getenv("VATTN_CUDA_DECODE_KERNEL");
-  c.decode = G <= kern::kDecodeRows && o.block_size % kern::kDecodeKeyAlign == 0 &&
-             !(dk && std::strcmp(dk, "0") == 0);
-  // The decode CTA shape for the cache kind the caller named.
-  const int32_t cache = cache_kind_of(o.kv_cache_dtype);
-  c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache, o.num_kv_heads, G);
-  c.dec_rows = kern::kDecodeRows / c.dec_heads;
-  c.dec_longest_first = cache == kern::kCacheAuto;
-  cuda_decode_cost_keys(cache, o.head_size, &c.dec_cta_keys, &c.dec_merge_keys);
-  // Resident decode CTAs (the cost model's wave size): from the occupancy
-  // API when the decode kernel serves this head size.
-  int32_t per_sm = o.head_size >= 256 ? 1 : 2;
-  if (c.decode && kern::decode_supported(kern::kBF16, kern::kCacheAuto, o.head_size)) {
+  if (kern::decode_supported(kern::kBF16, kern::kCacheAuto, o.head_size)) {
     int32_t n = 0;
-    if (kern::decode_ctas_per_sm(o.head_size, c.dec_heads, &n) == cudaSuccess && n > 0) per_sm = n;
+    const int32_t heads = kern::decode_kv_heads_per_cta(o.head_size, cache, o.num_kv_heads, G);
+    if (kern::decode_ctas_per_sm(o.head_size, heads, &n) == cudaSuccess && n > 0) d.dec_ctas_per_sm = n;
     (void)cudaGetLastError();  // a failed query leaves the default; clear it
   }
-  c.dec_slots = c.num_sms * per_sm;
-  // A 16-bit cache is read at the memory's pace by two CTAs per SM; the
-  // four that fit at head size 64 share that bandwidth, and the split model
-  // then splits less (search_decode_splits).  fp8 caches keep S = R and
-  // their split counts: fp8 decode stays below the memory's pace, and more
-  // resident CTAs do not speed it up (docs/benchmarks.md).  H100, bf16
-  // D64, eager us, 3 rounds, 4 -> 2 saturating CTAs per SM: 32x4096
-  // 103.7-104.1 -> 100.4-100.7 (2 -> 1 parts); 8x8192 56.4-56.5 ->
-  // 55.6-55.8; 1x32768 34.3 -> 33.8-34.0; 1x16384 22.6-23.0 -> 22.0-22.2;
-  // 4x4096 21.5-21.8 -> 21.1-21.4; 8 x 2k-32k 121.3-121.8 -> 117.6-117.9;
-  // 240 x 1k-4k 449.8-450.1 -> 441.8-442.5; 48 x 4k-12k 293.3-293.7 ->
-  // 291.4-291.6; 2x16384, 64x2048 and 16 x 1k-16k the same.
-  c.dec_sat_slots = cache == kern::kCacheAuto ? c.num_sms * std::min<int32_t>(per_sm, 2) : 0;
-  c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
-  // Two-head CTAs split a request half as far by default: each part holds
-  // twice the bytes per key, and a merge of 64 parts costs more than it
-  // gains (H100, fp8 D64 eager us, cap 64 / 32 / 16, one-head plan:
-  // 1x32768 29.4-29.7 / 27.7-27.8 / 38.7-38.9, 27.6-27.7; 8x8192 38.3-38.4
-  // / 38.3-38.5 / 38.3, 42.5-42.9; 4x8192 26.9 / 27.0-27.1 / 26.0, 26.4-26.5).
-  if (c.dec_heads == 2 && o.max_num_splits <= 0) c.dec_max_splits = kDecDefaultMaxSplits / 2;
-  if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
-  if (const char *mk = std::getenv("VATTN_CUDA_DECODE_MERGE_KEYS")) c.dec_merge_keys = std::max(0L, std::atol(mk));
-  cuda_size_plan(&c);
-  *out = std::make_unique<CudaBuilder>(c);
+  *out = std::make_unique<CudaBuilder>(cuda_builder_cfg(o, d));
   return VATTN_OK;
 }
 

@@ -2,14 +2,18 @@
 #include "backends/cuda/cuda_schedule.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
+#include "backends/cuda/cuda_util.h"
 #include "backends/unit_order.h"
 #include "core/error.h"
 
 namespace vattn {
 namespace {
 
+constexpr int kDefaultMaxSplits = 16;     // max_num_splits 0: general tiles
+constexpr int kDecDefaultMaxSplits = 64;  // ... decode tiles (32 for two-head CTAs)
 constexpr int kMinKeysPerSplit = 256;
 constexpr int kSplitAlign = 64;  // multiple of every kernel's key tile
 
@@ -344,6 +348,57 @@ void cuda_decode_cost_keys(int32_t cache, int32_t head_size, int64_t *cta_keys, 
   } else if (head_size >= 128) {
     *cta_keys *= 2;
   }
+}
+
+CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDeviceFacts &d) {
+  CudaBuilderCfg c;
+  c.o = o;
+  const int32_t G = o.num_heads / o.num_kv_heads;
+  c.group = G;
+  // Items of the kernel that serves the builder's cache kind on its device
+  // (128 rows on the Hopper kernel, attention_kernel's BM elsewhere).
+  c.tokens_per_tile = d.rows_per_tile / G;
+  c.num_sms = d.num_sms > 0 ? d.num_sms : 1;
+  c.max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDefaultMaxSplits;
+  // VATTN_CUDA_DECODE_KERNEL=0 routes decode requests to attention_kernel.
+  const char *dk = std::getenv("VATTN_CUDA_DECODE_KERNEL");
+  c.decode = G <= kern::kDecodeRows && o.block_size % kern::kDecodeKeyAlign == 0 &&
+             !(dk && std::strcmp(dk, "0") == 0);
+  // The decode CTA shape for the cache kind the caller named.
+  const int32_t cache = cache_kind_of(o.kv_cache_dtype);
+  c.dec_heads = kern::decode_kv_heads_per_cta(o.head_size, cache, o.num_kv_heads, G);
+  c.dec_rows = kern::kDecodeRows / c.dec_heads;
+  c.dec_longest_first = cache == kern::kCacheAuto;
+  cuda_decode_cost_keys(cache, o.head_size, &c.dec_cta_keys, &c.dec_merge_keys);
+  // Resident decode CTAs (the cost model's wave size): the device's count
+  // when the decode kernel serves this head size.
+  int32_t per_sm = o.head_size >= 256 ? 1 : 2;
+  if (c.decode && d.dec_ctas_per_sm > 0 && kern::decode_supported(kern::kBF16, kern::kCacheAuto, o.head_size))
+    per_sm = d.dec_ctas_per_sm;
+  c.dec_slots = c.num_sms * per_sm;
+  // A 16-bit cache is read at the memory's pace by two CTAs per SM; the
+  // four that fit at head size 64 share that bandwidth, and the split model
+  // then splits less (search_decode_splits).  fp8 caches keep S = R and
+  // their split counts: fp8 decode stays below the memory's pace, and more
+  // resident CTAs do not speed it up (docs/benchmarks.md).  H100, bf16
+  // D64, eager us, 3 rounds, 4 -> 2 saturating CTAs per SM: 32x4096
+  // 103.7-104.1 -> 100.4-100.7 (2 -> 1 parts); 8x8192 56.4-56.5 ->
+  // 55.6-55.8; 1x32768 34.3 -> 33.8-34.0; 1x16384 22.6-23.0 -> 22.0-22.2;
+  // 4x4096 21.5-21.8 -> 21.1-21.4; 8 x 2k-32k 121.3-121.8 -> 117.6-117.9;
+  // 240 x 1k-4k 449.8-450.1 -> 441.8-442.5; 48 x 4k-12k 293.3-293.7 ->
+  // 291.4-291.6; 2x16384, 64x2048 and 16 x 1k-16k the same.
+  c.dec_sat_slots = cache == kern::kCacheAuto ? c.num_sms * std::min<int32_t>(per_sm, 2) : 0;
+  c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
+  // Two-head CTAs split a request half as far by default: each part holds
+  // twice the bytes per key, and a merge of 64 parts costs more than it
+  // gains (H100, fp8 D64 eager us, cap 64 / 32 / 16, one-head plan:
+  // 1x32768 29.4-29.7 / 27.7-27.8 / 38.7-38.9, 27.6-27.7; 8x8192 38.3-38.4
+  // / 38.3-38.5 / 38.3, 42.5-42.9; 4x8192 26.9 / 27.0-27.1 / 26.0, 26.4-26.5).
+  if (c.dec_heads == 2 && o.max_num_splits <= 0) c.dec_max_splits = kDecDefaultMaxSplits / 2;
+  if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
+  if (const char *mk = std::getenv("VATTN_CUDA_DECODE_MERGE_KEYS")) c.dec_merge_keys = std::max(0L, std::atol(mk));
+  cuda_size_plan(&c);
+  return c;
 }
 
 void cuda_size_plan(CudaBuilderCfg *c) {

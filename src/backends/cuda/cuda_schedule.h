@@ -69,6 +69,20 @@ struct CudaBuilderCfg {
   int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;  // cuda_size_plan
 };
 
+// What cuda_create_builder reads from the device for the configuration.
+struct CudaDeviceFacts {
+  int32_t num_sms = 0;          // SMs (the options' num_sms where set)
+  int32_t rows_per_tile = 0;    // rows of a general item: kern::attention_rows_per_tile
+  int32_t dec_ctas_per_sm = 0;  // resident decode CTAs per SM (occupancy API); 0 = not known
+};
+
+// The builder's configuration for options o (already validated: G = H / KVH
+// <= the kernels' rows per tile, block_size a multiple of 16) on a device
+// with facts d, sized by cuda_size_plan.  No CUDA call; reads
+// VATTN_CUDA_DECODE_KERNEL, VATTN_CUDA_DECODE_CTA_KEYS and
+// VATTN_CUDA_DECODE_MERGE_KEYS.
+CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDeviceFacts &d);
+
 // Sets c->cap_items, ws_rows and cap_parts from the rest of *c.
 void cuda_size_plan(CudaBuilderCfg *c);
 
