@@ -41,7 +41,8 @@ constexpr int kDecShortSplitKeys = 256;
 // model's parts in brackets): 1x8192 17.4 -> 17.9-18.1 (16 -> 32), 1x4096
 // 13.4-13.5 -> 15.2-15.4 (16 -> 8), fp8 2x8192 18.3-18.4 -> 22.1 (16 ->
 // 8), fp8 8 x 2k-32k 96.7 -> 104.0-104.2 (16 -> 18); fp8 1x16384 gained
-// (22.7-22.8 -> 18.9-19.0), which the fp8 merge keys now give (cuda_builder.cpp).
+// (22.7-22.8 -> 18.9-19.0), which the fp8 merge keys now give
+// (cuda_decode_cost_keys).
 constexpr int kDecMergeRoundParts = 16;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -371,10 +372,9 @@ CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDevi
   c.dec_longest_first = cache == kern::kCacheAuto;
   cuda_decode_cost_keys(cache, o.head_size, &c.dec_cta_keys, &c.dec_merge_keys);
   // Resident decode CTAs (the cost model's wave size): the device's count
-  // when the decode kernel serves this head size.
+  // where it is known.
   int32_t per_sm = o.head_size >= 256 ? 1 : 2;
-  if (c.decode && d.dec_ctas_per_sm > 0 && kern::decode_supported(kern::kBF16, kern::kCacheAuto, o.head_size))
-    per_sm = d.dec_ctas_per_sm;
+  if (c.decode && d.dec_ctas_per_sm > 0) per_sm = d.dec_ctas_per_sm;
   c.dec_slots = c.num_sms * per_sm;
   // A 16-bit cache is read at the memory's pace by two CTAs per SM; the
   // four that fit at head size 64 share that bandwidth, and the split model

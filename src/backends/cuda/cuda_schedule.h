@@ -74,6 +74,7 @@ struct CudaDeviceFacts {
   int32_t num_sms = 0;          // SMs (the options' num_sms where set)
   int32_t rows_per_tile = 0;    // rows of a general item: kern::attention_rows_per_tile
   int32_t dec_ctas_per_sm = 0;  // resident decode CTAs per SM (occupancy API); 0 = not known
+                                //   (or no decode kernel at this head size)
 };
 
 // The builder's configuration for options o (already validated: G = H / KVH
