@@ -447,14 +447,15 @@ TEST(CudaSchedule, DecodeCostKeysPerCacheKind) {
 
 // The split counts behind the measurements quoted in cuda_schedule.cpp
 // (the builder's configuration on an H100 or H200: 132 SMs, two resident
-// decode CTAs per SM; 32 query / 8 KV heads, head size 128, block size 16).  A change of the
+// decode CTAs per SM; 32 query / 8 KV heads unless noted, head size 128,
+// block size 16).  A change of the
 // model that moves one of these moves a measured choice: re-measure it.
 TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
-  auto cfg = [](bool fp8) {  // the builder's configuration on such a device
+  auto cfg = [](bool fp8, int kv_heads) {  // the builder's configuration on such a device
     vattn_builder_options_t o;
     vattn_builder_options_init(&o);
-    o.num_heads = 32;
-    o.num_kv_heads = 8;
+    o.num_heads = 4 * kv_heads;
+    o.num_kv_heads = kv_heads;
     o.head_size = 128;
     o.block_size = 16;
     o.max_num_reqs = 256;
@@ -500,10 +501,24 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       {true, 1, 8192, 8192, 32}, {true, 1, 12288, 12288, 32}, {true, 1, 16384, 16384, 32},
       {true, 1, 32768, 32768, 33}, {true, 8, 2048, 32768, 16},
   };
-  const CudaBuilderCfg c16 = cfg(false), c8 = cfg(true);
+  const CudaBuilderCfg c16 = cfg(false, 8), c8 = cfg(true, 8);
   for (const Case &k : cases) {
     EXPECT_EQ(splits(k.fp8 ? c8 : c16, k.n, k.lo, k.hi), k.splits)
         << (k.fp8 ? "fp8 " : "16-bit ") << k.n << " x " << k.lo << "-" << k.hi;
+  }
+  // Fewer KV heads (group 4), timed in session 28 (docs/benchmarks.md).
+  struct FewHeads {
+    bool fp8;
+    int kv_heads, n;
+    int32_t len;
+    int splits;
+  } few[] = {
+      {false, 1, 96, 2048, 2}, {false, 1, 48, 8192, 5}, {false, 2, 24, 8192, 5},
+      {false, 4, 12, 8192, 5}, {true, 1, 2, 8192, 64}, {true, 1, 5, 12288, 48},
+  };
+  for (const FewHeads &k : few) {
+    EXPECT_EQ(splits(cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)
+        << (k.fp8 ? "fp8 " : "16-bit ") << k.kv_heads << " KV heads, " << k.n << " x " << k.len;
   }
 }
 
