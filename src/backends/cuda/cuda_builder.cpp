@@ -5,7 +5,6 @@
 // cuda_schedule.cpp; this file owns the device side: the plan's buffers,
 // the staging mirrors and their uploads, and the launch shapes.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "backends/cuda/cuda_backend_impl.h"
