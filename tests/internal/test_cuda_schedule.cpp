@@ -103,7 +103,15 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     // it fully, and the most loaded SM sets the pace of equal parts.
     const int64_t k = std::max<int64_t>(1, S / c.num_sms), sm_load = (ctas + c.num_sms - 1) / c.num_sms;
     const int64_t one = longest + c.dec_cta_keys;  // the longest part alone
-    const int64_t equal = one * std::max(waves * k, sm_load) / k;
+    int64_t equal = one * std::max(waves * k, sm_load) / k;
+    // Lone CTAs: alone on their SMs they stream at the SM's whole share
+    // (where the tile stays whole, splits 8 or more ways, or the part has
+    // 4096 keys or more); every wave past the first pays a CTA's cost.
+    if (c.dec_lone) {
+      if (ctas <= c.num_sms && 2 * ctas > c.num_sms && (parts == 1 || parts >= 8 || longest >= 4096))
+        equal = (longest + 1) / 2 + c.dec_cta_keys;
+      equal += (waves - 1) * c.dec_cta_keys;
+    }
     int64_t mixed = per_slot + tail + c.dec_cta_keys;
     if (S < R) mixed = std::max(mixed, one * std::max(std::min(sm_load, R / c.num_sms), k) / k);
     const int64_t cost = std::min(equal, mixed) + (parts > 16 ? c.dec_merge_keys : 0) +
@@ -150,6 +158,7 @@ CudaBuilderCfg make_cfg(std::mt19937 &g) {
   c.dec_rows = 16 / c.dec_heads;
   c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 4));
   c.dec_sat_slots = g() % 2 ? std::min<int32_t>(c.dec_slots, 2 * c.num_sms) : 0;  // 16-bit / fp8 cache
+  c.dec_lone = c.dec_sat_slots > 0 && g() % 2 != 0;
   c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
   c.dec_longest_first = g() % 2 != 0;
   c.group = G;
@@ -490,13 +499,20 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
     int32_t lo, hi;
     int splits;
   } cases[] = {
-      // The benchmark table's decode shapes.
-      {false, 1, 32768, 32768, 33}, {false, 8, 8192, 8192, 4}, {false, 32, 4096, 4096, 1},
+      // The benchmark table's decode shapes (1x32768 and 8x8192: lone CTAs).
+      {false, 1, 32768, 32768, 16}, {false, 8, 8192, 8192, 2}, {false, 32, 4096, 4096, 1},
       {false, 64, 2048, 2048, 1}, {false, 128, 1024, 1024, 1}, {false, 128, 4096, 4096, 1},
       {false, 256, 512, 512, 1}, {true, 8, 8192, 8192, 4}, {true, 32, 4096, 4096, 1},
       // One wave of longer parts, not two of short ones (16-bit CTA keys).
-      {false, 6, 8192, 8192, 5}, {false, 9, 4096, 4096, 3}, {false, 12, 2048, 2048, 2},
-      {false, 5, 16384, 16384, 6}, {false, 1, 8192, 8192, 16},
+      {false, 6, 8192, 8192, 5}, {false, 9, 4096, 4096, 3}, {false, 12, 2048, 2048, 1},
+      {false, 5, 16384, 16384, 3}, {false, 1, 8192, 8192, 16},
+      // Lone CTAs (CudaBuilderCfg::dec_lone), timed in session 29: one CTA
+      // per SM instead of two waves or two per SM; a short split (3x2048,
+      // 4x8192, 6x1024, 8x4096) stays paired.
+      {false, 13, 4096, 4096, 1}, {false, 14, 8192, 8192, 1}, {false, 20, 1024, 1024, 1},
+      {false, 7, 12288, 12288, 2}, {false, 6, 16384, 16384, 5}, {false, 9, 6144, 6144, 3},
+      {false, 2, 4096, 4096, 8}, {false, 5, 24576, 24576, 3}, {false, 3, 2048, 2048, 8},
+      {false, 4, 8192, 8192, 8}, {false, 6, 1024, 1024, 4}, {false, 8, 4096, 4096, 4},
       // Two fp8 CTAs per SM on one long request (fp8 merge keys).
       {true, 1, 8192, 8192, 32}, {true, 1, 12288, 12288, 32}, {true, 1, 16384, 16384, 32},
       {true, 1, 32768, 32768, 33}, {true, 8, 2048, 32768, 16},
@@ -513,8 +529,12 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
     int32_t len;
     int splits;
   } few[] = {
-      {false, 1, 96, 2048, 2}, {false, 1, 48, 8192, 5}, {false, 2, 24, 8192, 5},
+      {false, 1, 96, 2048, 1}, {false, 1, 48, 8192, 5}, {false, 2, 24, 8192, 5},
       {false, 4, 12, 8192, 5}, {true, 1, 2, 8192, 64}, {true, 1, 5, 12288, 48},
+      // Session 29: lone CTAs where they fill more than half the SMs; a
+      // single request on 1 KV head keeps its 64 parts (64 CTAs).
+      {false, 4, 28, 8192, 1}, {false, 2, 28, 12288, 2}, {false, 1, 1, 8192, 64},
+      {false, 1, 2, 8192, 64}, {false, 2, 1, 8192, 64},
   };
   for (const FewHeads &k : few) {
     EXPECT_EQ(splits(cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)

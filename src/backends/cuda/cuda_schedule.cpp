@@ -44,6 +44,13 @@ constexpr int kDecShortSplitKeys = 256;
 // (22.7-22.8 -> 18.9-19.0), which the fp8 merge keys now give
 // (cuda_decode_cost_keys).
 constexpr int kDecMergeRoundParts = 16;
+// Lone CTAs (CudaBuilderCfg::dec_lone, search_decode_splits): where the
+// CTAs fill more than half the SMs, one per SM, and the plan leaves its
+// tiles whole, splits them at least kDecLoneMinParts ways (the paired plan
+// would merge twice as many), or gives each CTA at least kDecLoneMinKeys
+// keys.
+constexpr int kDecLoneMinParts = 8;
+constexpr int64_t kDecLoneMinKeys = 4096;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -291,7 +298,42 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     const int64_t k = std::max<int64_t>(1, S / c.num_sms);
     const int64_t one = longest + c.dec_cta_keys;  // the longest part alone
     const int64_t sm_load = (ctas + c.num_sms - 1) / c.num_sms;
-    const int64_t equal = one * std::max(waves * k, sm_load) / k;
+    int64_t equal = one * std::max(waves * k, sm_load) / k;
+    // Lone CTAs (dec_lone: 16-bit caches at head size 128, where the model's
+    // unit is a CTA that shares its SM with another).  A CTA alone on its SM
+    // streams at the SM's whole share, twice a paired CTA's pace, so a plan of
+    // one CTA per SM over more than half the SMs costs half its longest part
+    // plus the fixed cost; and equal parts in several waves pay one more fixed
+    // cost per wave past the first (each wave starts cold).  The model had
+    // picked two waves of short parts, or two CTAs per SM, where one lone CTA
+    // per SM is faster.  H200, bf16 32 / 8 heads unless noted, eager us, 2
+    // rounds, VATTN_CUDA_DECODE_LONE=0 -> this rule: 13x4096 64.3-64.6 -> 58.1
+    // (5 -> 1 parts); 14x8192 122.5-122.7 -> 114.8-114.9 (7 -> 1); 20x1024
+    // 33.8-33.9 -> 28.7 (3 -> 1); 48x1024 61.4-61.7 -> 56.0 (2 -> 1); 12x2048
+    // 33.3-33.7 -> 32.0-32.2 (2 -> 1); 7x12288 93.8-93.9 -> 89.7-90.1 (9 -> 2);
+    // 6x16384 107.3-107.8 -> 102.2-102.5 (11 -> 5); 9x6144 66.4-66.6 -> 63.3 (7
+    // -> 3); 5x24576 127.5-127.9 -> 123.6 (13 -> 3); 2x4096 17.3-17.5 ->
+    // 16.8-16.9 (16 -> 8); 1x32768 40.5-40.8 -> 40.1-40.4 (33 -> 16); 8x8192
+    // 71.0-71.2 -> 70.9-71.3 (4 -> 2); 4 KV heads 28x8192 120.7-120.9 ->
+    // 112.1-112.4, 1x16384 18.8 -> 17.7-17.8 (3 rounds); 2 KV heads
+    // 28x12288 93.5-94.0 -> 88.8-88.9; 1 KV head 96x2048 33.2-33.7 -> 32.1.  Of
+    // 55 batches whose parts changed before the two limits (.gpu/run85.sh), 39
+    // were faster, 7 the same and 9 slower: five short lone splits, which the
+    // limits keep paired (3x2048 5 parts 14.9-15.0 -> 15.1-15.2, 4x8192 4 parts
+    // 39.4-39.5 -> 39.8-39.9, 6x1024 2 parts 15.0-15.1 -> 15.4-15.6, 5x4096,
+    // 8x4096), and four that had many waves: 28x16384 439.6-440.2 -> 451.2-452.2
+    // (7 -> 1 parts, 224 CTAs), 28x12288 336.0-336.5 -> 340.3-340.4, 20x24576
+    // 471.3-471.6 -> 472.9-475.1, 24x65536 1444.5-1444.8 -> 1446.9-1448.5.
+    // Fewer CTAs than half the SMs leave the memory idle (1 KV head, 1x8192 and
+    // 4x16384 in 16 parts, 16 and 64 CTAs: 12.0 -> 14.8, 18.8-19.0 -> 21.5-21.7;
+    // with the limit 4x16384 takes 32 parts, 128 CTAs: 17.5-17.7).  Not run on
+    // an H100.
+    if (c.dec_lone) {
+      const bool fills = ctas <= c.num_sms && 2 * ctas > c.num_sms;
+      if (fills && (max_parts == 1 || max_parts >= kDecLoneMinParts || longest >= kDecLoneMinKeys))
+        equal = (longest + 1) / 2 + c.dec_cta_keys;
+      equal += (waves - 1) * c.dec_cta_keys;
+    }
     const int64_t crit = one * std::max(std::min(sm_load, R / c.num_sms), k) / k;
     const int64_t mixed = std::max((work + S - 1) / S + tail + c.dec_cta_keys, S < R ? crit : 0);
     const int64_t cost = std::min(equal, mixed) + merge + (S < R && s > 1 ? c.dec_cta_keys : 0);
@@ -388,6 +430,13 @@ CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDevi
   // 240 x 1k-4k 449.8-450.1 -> 441.8-442.5; 48 x 4k-12k 293.3-293.7 ->
   // 291.4-291.6; 2x16384, 64x2048 and 16 x 1k-16k the same.
   c.dec_sat_slots = cache == kern::kCacheAuto ? c.num_sms * std::min<int32_t>(per_sm, 2) : 0;
+  // Lone CTAs: measured on 16-bit caches at head size 128 only (head size
+  // 64 lost with one saturating CTA per SM on the H100, session 15; head
+  // size 256 runs one CTA per SM anyway, and a lone fp8 CTA streams below
+  // its SM's share).  VATTN_CUDA_DECODE_LONE=0 turns the rule off (A/B).
+  c.dec_lone = cache == kern::kCacheAuto && o.head_size == 128 && per_sm == 2;
+  if (const char *dl = std::getenv("VATTN_CUDA_DECODE_LONE"))
+    c.dec_lone = c.dec_lone && std::strcmp(dl, "0") != 0;
   c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
   // Two-head CTAs split a request half as far by default: each part holds
   // twice the bytes per key, and a merge of 64 parts costs more than it

@@ -54,6 +54,13 @@ struct CudaBuilderCfg {
   // Decode CTAs that keep the memory busy (<= dec_slots; 0: dec_slots):
   // more resident CTAs share the bandwidth instead of adding to it.
   int32_t dec_sat_slots = 0;
+  // Lone decode CTAs (16-bit caches at head size 128, two resident per SM):
+  // a CTA alone on its SM streams at the SM's whole share, so the split
+  // model counts its keys half where the CTAs fit one per SM over more than
+  // half the SMs; and each wave of equal parts past the first costs one
+  // more CTA's fixed cost (search_decode_splits: the rule and what it was
+  // measured on).  VATTN_CUDA_DECODE_LONE=0 clears it at builder creation.
+  bool dec_lone = false;
   // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
   // decode item may hold (16, or one head's 8 when a CTA runs two heads).
   int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
