@@ -87,8 +87,8 @@ struct CudaDeviceFacts {
 // The builder's configuration for options o (already validated: G = H / KVH
 // <= the kernels' rows per tile, block_size a multiple of 16) on a device
 // with facts d, sized by cuda_size_plan.  No CUDA call; reads
-// VATTN_CUDA_DECODE_KERNEL, VATTN_CUDA_DECODE_CTA_KEYS and
-// VATTN_CUDA_DECODE_MERGE_KEYS.
+// VATTN_CUDA_DECODE_KERNEL, VATTN_CUDA_DECODE_CTA_KEYS,
+// VATTN_CUDA_DECODE_MERGE_KEYS and VATTN_CUDA_DECODE_LONE.
 CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDeviceFacts &d);
 
 // Sets c->cap_items, ws_rows and cap_parts from the rest of *c.
