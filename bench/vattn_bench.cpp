@@ -115,7 +115,9 @@ struct Options {
   int heads = 32, kv_heads = 8, head_size = 128, block_size = 16;
   std::string dtype = "bf16", kv_dtype = "auto", layout = "nhd";
   std::string block_order = "shuffled";  // or "sequential": each copy's blocks in request order,
-                                         // or "window:W": shuffled inside windows of W blocks
+                                         // or "window:W": shuffled inside windows of W blocks,
+                                         // or "sorted": shuffled, each request's blocks then
+                                         // in address order
   int64_t block_window = 0;              // W of "window:W"
   int causal = 1;
   int prefills = 4, chunk = 512, prefill_ctx = 2048, decodes = 128, decode_ctx = 2048;
@@ -146,10 +148,12 @@ void usage(int rc) {
       "  --dtype bf16|fp16|fp32       q/k/v/output dtype (default bf16)\n"
       "  --kv-dtype auto|fp8|fp8_e5m2 KV cache dtype (default auto; fp8 = e4m3)\n"
       "  --layout nhd|hnd             KV cache layout (default nhd)\n"
-      "  --block-order shuffled|sequential|window:W   cache blocks drawn from a random\n"
+      "  --block-order shuffled|sequential|sorted|window:W   cache blocks drawn from a random\n"
       "                               permutation (default), in request order (what paging\n"
       "                               costs), or shuffled only inside runs of W consecutive\n"
-      "                               blocks (what the shuffle costs at which scale)\n"
+      "                               blocks (what the shuffle costs at which scale), or\n"
+      "                               sorted (shuffled, then each request's row ascending:\n"
+      "                               random placement visited in address order)\n"
       "  --causal 0|1                 prefill mask (default 1)\n"
       "  --prefills P --chunk Q --prefill-ctx C --decodes N --decode-ctx C\n"
       "                               mixed batch (default 4 x 512 after 2048, 128 at 2048)\n"
@@ -251,8 +255,8 @@ Options parse(int argc, char **argv) {
     if (!*w || !end || *end || v < 1)
       die("--block-order '%s': W of window:W must be an integer >= 1", o.block_order.c_str());
     o.block_window = v;
-  } else if (o.block_order != "shuffled" && o.block_order != "sequential") {
-    die("--block-order '%s': expected shuffled, sequential or window:W", o.block_order.c_str());
+  } else if (o.block_order != "shuffled" && o.block_order != "sequential" && o.block_order != "sorted") {
+    die("--block-order '%s': expected shuffled, sequential, sorted or window:W", o.block_order.c_str());
   }
   if (o.prefills < 0 || o.decodes < 0 || o.prefills + o.decodes < 1 || o.chunk < 1 ||
       o.prefill_ctx < 0 || o.decode_ctx < 1)
@@ -563,7 +567,7 @@ struct Bench {
     std::vector<int32_t> perm(static_cast<size_t>(std::max<int64_t>(num_blocks, 1)));
     std::iota(perm.begin(), perm.end(), 0);
     std::mt19937_64 rng(o.seed);
-    if (o.block_order == "shuffled") std::shuffle(perm.begin(), perm.end(), rng);
+    if (o.block_order == "shuffled" || o.block_order == "sorted") std::shuffle(perm.begin(), perm.end(), rng);
     // window:W: each run of W consecutive blocks shuffled in itself (the last run may be shorter).
     for (size_t i = 0; o.block_window > 1 && i < perm.size(); i += static_cast<size_t>(o.block_window))
       std::shuffle(perm.begin() + i, perm.begin() + std::min(perm.size(), i + static_cast<size_t>(o.block_window)),
@@ -632,6 +636,8 @@ struct Bench {
       for (size_t i = 0; i < reqs.size(); ++i) {
         const int32_t nb = (reqs[i].seq + o.block_size - 1) / o.block_size;
         for (int32_t j = 0; j < nb; ++j) table[i * max_blocks + j] = perm[next++];
+        if (o.block_order == "sorted")  // the same blocks, visited by address
+          std::sort(table.begin() + i * max_blocks, table.begin() + i * max_blocks + nb);
         qsl[i + 1] = qsl[i] + reqs[i].q;
         seq_lens[i] = reqs[i].seq;
         for (int32_t p = reqs[i].seq - reqs[i].q; p < reqs[i].seq; ++p) positions.push_back(p);
@@ -1227,7 +1233,7 @@ int main(int argc, char **argv) {
     std::printf(" | %d q heads / %d kv heads, head %d, block %d, %s, kv %s, %s%s%s%s\n", o.heads, o.kv_heads,
                 o.head_size, o.block_size, o.dtype.c_str(), o.kv_dtype.c_str(), o.layout.c_str(),
                 o.block_order == "sequential" ? ", blocks in order"
-                : o.block_window > 0          ? (", blocks " + o.block_order).c_str()
+                : o.block_window > 0 || o.block_order == "sorted" ? (", blocks " + o.block_order).c_str()
                                               : "",
                 o.workload == "prefill" ? (o.causal ? ", causal" : ", non-causal") : "",
                 o.write_kv ? ", with cache write" : "");

@@ -126,6 +126,22 @@ static bool encode_map_4d(CUtensorMap *map, CUtensorMapDataType dt, const void *
                 CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Environment variable `name` when it is exactly a or b (A/B switches), else 0.
+static int env_choice(const char *name, int a, int b) {
+  const char *e = std::getenv(name);
+  const long v = e ? std::strtol(e, nullptr, 10) : 0;
+  return v == a || v == b ? static_cast<int>(v) : 0;
+}
+
+// Whether the current device's memory bus is at most the H100's 5120 bits:
+// the decode settings measured on the H100 (less bandwidth per SM) are kept
+// there, the H200's elsewhere.
+static bool h100_bus() {
+  const int dev = current_device();
+  const int bus = dev >= 0 ? device_attr<cudaDevAttrGlobalMemoryBusWidth>(dev) : -1;
+  return bus > 0 && bus <= 5120;
+}
+
 // A key row of >= 256 bytes (16-bit caches at head size >= 128) is two or
 // four boxes' 128-byte rows.  Fetching 256 bytes into L2 per box row helped
 // a little on the H100 and cost a lot on the H200, so it is chosen per
@@ -144,15 +160,27 @@ static bool encode_map_4d(CUtensorMap *map, CUtensorMapDataType dt, const void *
 // VATTN_CUDA_DECODE_L2_PROMO=128 or 256 forces one (A/Bs).
 int sm90_decode_l2_promo(int row_bytes) {
   if (row_bytes < 256) return 128;
-  static const int forced = [] {
-    const char *e = std::getenv("VATTN_CUDA_DECODE_L2_PROMO");
-    const long v = e ? std::strtol(e, nullptr, 10) : 0;
-    return v == 128 || v == 256 ? static_cast<int>(v) : 0;
-  }();
+  static const int forced = env_choice("VATTN_CUDA_DECODE_L2_PROMO", 128, 256);
   if (forced != 0) return forced;
-  const int dev = current_device();
-  const int bus = dev >= 0 ? device_attr<cudaDevAttrGlobalMemoryBusWidth>(dev) : -1;
-  return bus > 0 && bus <= 5120 ? 256 : 128;
+  return h100_bus() ? 256 : 128;
+}
+
+// fp8 decode at head size 128 (TMA, three stages): how many tiles a warp
+// keeps in flight ahead of the one it computes, for items that cover their
+// rows' keys (split parts keep one; decode.cuh).  On the H100, deeper fp8
+// pipelines than two stages measured slower (issue 5, sessions 8-15: e.g.
+// three stages on TMA, 32x4096 98.6 -> 100.5 us), so one.  On the H200 two:
+// same-run A/B against the two-stage kernel, eager us, 3 rounds (default /
+// forced 1 / two-stage): 32x4096 72.1-72.4 / 73.4-74.0 / 74.0-74.4,
+// 128x4096 273.7-274.5 / 280.8-281.8 / 282.4-283.3, 256x512 92.7-92.9 /
+// 94.1-94.2 / 94.2-94.6, 64x2048 75.9-76.2 / 77.0-77.1 / 77.4-77.7; split
+// plans the same (8x8192, 1x32768, 4x8192).  Two ahead for split parts
+// too was up to 3% slower on one-wave split plans (1 KV head 16x8192
+// 20.2-20.3 -> 20.8-21.0, 1x4096 12.75 -> 12.98-13.01).
+int decode_fp8_ahead() {
+  static const int forced = env_choice("VATTN_CUDA_DECODE_FP8_AHEAD", 1, 2);
+  if (forced != 0) return forced;
+  return h100_bus() ? 1 : 2;
 }
 
 void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {

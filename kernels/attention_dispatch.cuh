@@ -144,8 +144,10 @@ cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
       constexpr int kRowBytes = HS * (CACHE == kCacheAuto ? 2 : 1);
       sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1, sm90_decode_l2_promo(kRowBytes));
       if (maps.use != 0) {
+        AttnParams q = p;  // fp8 at head size 128: the device's lookahead (DecShape::kVarAhead)
+        if constexpr (DecShape<HS, CACHE, NH, true>::kVarAhead) q.dec_ahead = decode_fp8_ahead();
         decode_kernel<T, CACHE, HS, NH, true>
-            <<<grid, DecShape<HS, CACHE, NH, true>::kThreads, DecShape<HS, CACHE, NH, true>::smem_bytes(), s>>>(p,
+            <<<grid, DecShape<HS, CACHE, NH, true>::kThreads, DecShape<HS, CACHE, NH, true>::smem_bytes(), s>>>(q,
                                                                                                               maps);
         return cudaGetLastError();
       }

@@ -219,6 +219,11 @@ void sm90_kv_maps(const AttnParams &p, int head_size, Sm90KvMaps *m, int elem_by
 // Host (attention.cu): the L2 promotion (128 or 256 bytes) of the decode
 // kernel's K / V boxes on the current device, for key rows of row_bytes.
 int sm90_decode_l2_promo(int row_bytes);
+// Tiles a warp of the fp8 head-size-128 TMA decode keeps in flight ahead of
+// the one it computes (of its three stages): 1 where the memory bus is at
+// most the H100's 5120 bits, else 2 (attention.cu says what was measured).
+// VATTN_CUDA_DECODE_FP8_AHEAD=1 or 2 forces one (A/Bs).
+int decode_fp8_ahead();
 // Host: m->q for items of bm rows (m->q_use = 0 when TMA cannot serve Q:
 // G does not divide bm, strides or addresses, VATTN_CUDA_SM90_TMA=0).
 void sm90_q_map(const AttnParams &p, int head_size, int bm, Sm90KvMaps *m);

@@ -90,7 +90,16 @@ struct DecShape {
   // 256.3-256.4 -> 198.7-199.0, 1x32768 68.0-68.2 -> 65.4-65.5).  The
   // builder reads the residency from the occupancy API
   // (decode_ctas_per_sm).
-  static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? 2 : 3) : 2;
+  // The exception: fp8 at head size 128 on TMA (sm_90a) has three stages,
+  // of which a warp keeps one or two tiles in flight ahead of the one it
+  // computes (kVarAhead: two only for items that cover their rows' keys,
+  // on devices that want the depth; AttnParams::dec_ahead,
+  // decode_fp8_ahead says what was measured).  Three stages still fit the
+  // two CTAs per SM that its registers allow.  The cp.async instance keeps
+  // two (GPUs with 100 KiB of shared memory per SM would lose a resident
+  // CTA).
+  static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? (TMA ? 3 : 2) : 3) : 2;
+  static constexpr bool kVarAhead = kFp8 && HS == 128 && TMA;
   static constexpr int RAW_ROW = kFp8 ? NH * HS + 16 : KSROW * 2;  // bytes per staged key row
   // TMA: a stage is K then V, each NB boxes of 16 key rows x 128 bytes
   // (64 dims of a 16-bit cache, 128 of fp8; 128-byte swizzle, 1024-byte
@@ -292,6 +301,10 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
     const uint32_t s_lane = smem_u32(wbase) + r0 * S::RAW_ROW + lch * 16;
     const uint64_t pol = l2_evict_first_policy();
     int st_next = 0;  // stage of the next tile issued (tile t sits in stage t % NST)
+    // Tiles in flight ahead of the one computed: NST - 1, or where DecShape
+    // says it varies, 2 for an item that covers its rows' keys on a device
+    // that wants the depth (AttnParams::dec_ahead) and 1 for a split part.
+    const int ahead = !S::kVarAhead ? NST - 1 : it.ws_base < 0 && p.dec_ahead >= 2 ? 2 : 1;
     auto issue = [&](int t) {  // warp-uniform; t < nw
       if ((t & 31) == 0) {
         if (t == 0 && ic.rq.bt_row == it.req && kstart == spec_kv) {
@@ -338,7 +351,7 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
     };
 #pragma unroll
     for (int s = 0; s < NST - 1; ++s) {
-      if (s < nw) issue(s);
+      if (s < ahead && s < nw) issue(s);
       if constexpr (!TMA) cp_async_commit();
     }
     // Q after the first K/V copies are in flight: its load latency overlaps
@@ -409,13 +422,19 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
     };
     int st_use = 0;  // stage of tile t
     for (int t = 0; t < nw; ++t) {
-      if (t + NST - 1 < nw) issue(t + NST - 1);
+      if (t + ahead < nw) issue(t + ahead);
       if constexpr (TMA) {
         dec_bar_wait(bar0 + 8 * st_use, (ph >> st_use) & 1u);
         ph ^= 1u << st_use;
       } else {
+        // One commit group per prologue slot and per turn, empty ones too:
+        // turn t's group holds tile t + ahead, so at most `ahead` groups
+        // newer than tile t's may stay pending.
         cp_async_commit();
-        cp_async_wait_group<NST - 1>();
+        if (NST > 2 && ahead == 1)
+          cp_async_wait_group<1>();
+        else
+          cp_async_wait_group<NST - 1>();
         __syncwarp();
       }
       const char *st = wbase + st_use * S::STAGE;

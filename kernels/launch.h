@@ -132,6 +132,11 @@ struct AttnParams {
   int32_t allow_causal;  // 0: ignore the requests' causal flag (encoder / cross)
   // decode_kernel only: its items are [*first_item, *num_items) (device).
   const int32_t *first_item;
+  // decode_kernel only: tiles a warp keeps in flight ahead of the one it
+  // computes, where the instance lets it vary (DecShape::kVarAhead): 2 for
+  // items that cover their rows' keys, else 1.  Set by launch_decode
+  // (decode_fp8_ahead); callers leave it 0.
+  int32_t dec_ahead;
   // Arrival counters of self-merging tiles [merge slots][num_kv_heads], zero
   // between launches (the merging CTA resets its counter).
   int32_t *merge_counters;

@@ -181,6 +181,41 @@ TEST(GpuAttention, DecodeHeadSize64) {
   }
 }
 
+// The fp8 decode kernel at head size 128, whose warps keep one or two tiles
+// in flight of three stages (two for items that cover their keys on devices
+// past the H100's bus, kern::decode_fp8_ahead; scripts/gpu-check's step
+// testahead forces each): both fp8 kinds and layouts, fp16 / bf16, G 1 / 4
+// / 8, block sizes 16 and 32, a window, sinks, ALiBi, soft-cap and LSE.
+// The batch has long decodes of many tiles per warp (the ring wraps, block
+// ids refetched every 32 tiles, a last tile cut short) beside short ones;
+// even variants keep every item whole (max_num_splits 1), odd ones let the
+// long decodes split into parts.
+TEST(GpuAttention, Fp8DecodeHeadSize128) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  for (int variant = 0; variant < 8; ++variant) {
+    ct::Config c;
+    c.dtype = variant % 4 < 2 ? VATTN_DTYPE_BFLOAT16 : VATTN_DTYPE_FLOAT16;
+    c.head_size = 128;
+    c.num_kv_heads = 1 + variant % 3;
+    c.num_heads = c.num_kv_heads * (variant % 3 == 0 ? 4 : variant % 3 == 1 ? 8 : 1);
+    c.block_size = variant < 4 ? 16 : 32;
+    c.kv_cache_dtype = variant % 2 ? VATTN_KV_CACHE_DTYPE_FP8_E5M2 : VATTN_KV_CACHE_DTYPE_FP8_E4M3;
+    c.builder_kv_cache_dtype = c.kv_cache_dtype;
+    c.k_scale = 0.5f;
+    c.v_scale = 0.25f;
+    c.layout = variant / 2 % 2 ? VATTN_LAYOUT_HND : VATTN_LAYOUT_NHD;
+    c.sliding_window = variant == 5 ? 1000 : 0;
+    c.soft_cap = variant == 6 ? 10.f : 0.f;
+    c.alibi = variant == 3;
+    c.sinks = variant % 4 == 1;
+    c.want_lse = true;
+    c.num_threads = 8;
+    SCOPED_TRACE("fp8 decode head size 128, variant " + std::to_string(variant) + " " + c.str());
+    gt::run_gpu_case(c, {1, 1, 1, 1, 1}, {4100, 37, 2999, 16, 1500}, g, variant % 2 ? 0 : 1);
+  }
+}
+
 namespace {
 
 // The Hopper prefill tests' common grid: variant -> fp16 / bf16, GQA 1 / 4
