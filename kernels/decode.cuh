@@ -427,14 +427,9 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
         dec_bar_wait(bar0 + 8 * st_use, (ph >> st_use) & 1u);
         ph ^= 1u << st_use;
       } else {
-        // One commit group per prologue slot and per turn, empty ones too:
-        // turn t's group holds tile t + ahead, so at most `ahead` groups
-        // newer than tile t's may stay pending.
+        static_assert(!S::kVarAhead, "cp.async keeps NST - 1 groups ahead");
         cp_async_commit();
-        if (NST > 2 && ahead == 1)
-          cp_async_wait_group<1>();
-        else
-          cp_async_wait_group<NST - 1>();
+        cp_async_wait_group<NST - 1>();
         __syncwarp();
       }
       const char *st = wbase + st_use * S::STAGE;
