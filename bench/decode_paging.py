@@ -8,7 +8,7 @@ is), the plain read of the same bytes that vattn-bench times alongside, and torc
 backend on dense K / V.  Every vattn run is checked against the CPU backend first (--check).
 Prints a markdown table of eager medians in microseconds.
 
-    python3 bench/decode_paging.py build-gpu-bench/bench/vattn-bench [--rounds 2]
+    python3 bench/decode_paging.py build-gpu-bench/bench/vattn-bench [--rounds 2] [--shapes 64x2048,66x2048]
 
 Needs a GPU and torch (the GPU machine); runs both sides through compare.py.
 """
@@ -27,7 +27,16 @@ def main():
     ap.add_argument("bench", help="path of the vattn-bench binary")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--shapes", default="", help="BxL,BxL,... instead of issue 5's seven shapes")
     args = ap.parse_args()
+    shapes = SHAPES
+    if args.shapes:
+        try:
+            shapes = [tuple(int(x) for x in t.lower().split("x")) for t in args.shapes.split(",")]
+        except ValueError:
+            ap.error("--shapes: expected BxL,BxL,... (e.g. 64x2048,66x2048), got %r" % args.shapes)
+        if any(len(t) != 2 or min(t) < 1 for t in shapes):
+            ap.error("--shapes: each entry is BxL with B, L >= 1, got %r" % args.shapes)
     # compare.run_vattn's options: CUDA, checked, eager only.
     run = argparse.Namespace(bench=args.bench, device="cuda", iters=args.iters, warmup=10, no_check=False,
                              no_graph=True, threads=0, timeout=120)
@@ -42,7 +51,7 @@ def main():
     print("| shape | round | vattn shuffled | vattn sequential | same-size read | torch cuDNN (dense) |")
     print("|---|---|---|---|---|---|")
     for rnd in range(1, args.rounds + 1):
-        for B, L in SHAPES:
+        for B, L in shapes:
             s = compare.shape("decode-%dx%d" % (B, L), "decode", B, L)
             shuffled, read = vattn(s, "shuffled")
             sequential, _ = vattn(s, "sequential")
