@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Reads bench/kernel_trace.cpp's TSV, and drives torch SDPA decode loops to trace.
 
-    python3 bench/kernel_trace.py report trace.tsv [--after sleep] [--skip N]
+    python3 bench/kernel_trace.py report trace.tsv [--after sleep] [--skip N] [--last N]
         Per kernel name: how many, duration median / p10 / p90 (us), the gap from the previous
         kernel's end to this one's start (us; negative = overlap, e.g. programmatic dependent
         launch), and grid / threads / registers / shared memory / cluster / launch API.
         --after S keeps only the kernels after the last one whose name contains S (the spin
-        kernel that `sdpa-decode` puts before its timed loop); --skip N drops N more.
+        kernel that `sdpa-decode` puts before its timed loop); --skip N drops N more; --last N
+        keeps each name's last N kernels (vattn-bench's timed loop is its last --iters forwards).
 
     python3 bench/kernel_trace.py sdpa-decode B L [--backend cudnn|flash] [--iters N] [--bare]
         torch SDPA decode (bf16, 32 query / 8 KV heads, head size 128, dense K / V, two input
@@ -35,6 +36,13 @@ def report(args):
         if marks:
             rows = rows[marks[-1] + 1:]
     rows = rows[args.skip:]
+    if args.last:
+        keep, seen = [], {}
+        for r in reversed(rows):
+            seen[r["name"]] = seen.get(r["name"], 0) + 1
+            if seen[r["name"]] <= args.last:
+                keep.append(r)
+        rows = keep[::-1]
     if not rows:
         sys.exit("no kernels in %s (after the filters)" % args.tsv)
     groups = {}
@@ -92,6 +100,7 @@ def main():
     r.add_argument("tsv")
     r.add_argument("--after", default="", type=str.lower)
     r.add_argument("--skip", type=int, default=0)
+    r.add_argument("--last", type=int, default=0)
     s = sub.add_parser("sdpa-decode")
     s.add_argument("batch", type=int)
     s.add_argument("len", type=int)
@@ -100,8 +109,8 @@ def main():
     s.add_argument("--bare", action="store_true")
     args = ap.parse_args()
     if args.cmd == "report":
-        if args.skip < 0:
-            ap.error("--skip: expected N >= 0, got %d" % args.skip)
+        if args.skip < 0 or args.last < 0:
+            ap.error("--skip / --last: expected N >= 0, got %d / %d" % (args.skip, args.last))
         report(args)
     else:
         if args.batch < 1 or args.len < 1 or args.iters < 1:
