@@ -183,6 +183,43 @@ int decode_fp8_ahead() {
   return h100_bus() ? 1 : 2;
 }
 
+// 16-bit decode at head size 128 (TMA, three stages): a warp keeps two
+// tiles in flight ahead of the one it computes, or one for an item of at
+// least 4 x 32 tiles (2048 keys) in a launch of more working CTAs than SMs.
+// On the H200 one ahead streamed the long items of plans with two CTAs per
+// SM faster, and cost lone CTAs (one per SM) and short items.  Same-binary
+// A/Bs, eager us, two ahead everywhere / one ahead everywhere / this rule
+// (docs/benchmarks.md, session 32):
+// - survey, one machine, 1-2 rounds: 128x4096 484.5 / 479.5 / 478.1, in
+//   order 478.6 / 477.3 / 477.1, 128x2048 248.3 / 246.5 / 246.2, 64x2048
+//   128.3 / 127.7 / 128.0, 24x4096
+//   (SMs with one or two CTAs) 104.4-104.9 / 101.7-102.4 / 101.3-101.9;
+//   lone or short: 256x512 129.7-129.9 / 131.5-131.6 / 129.9, 16x8192
+//   126.1 / 128.1-128.4 / 126.2-126.3, 1x32768 39.6-39.7 / 40.3-40.5 /
+//   39.5, 4x16384 69.7 / 70.8-70.9 / 69.6-69.9; the rule within 0.5% of
+//   two ahead on 32x4096, 64x4096, 96x4096, 32x8192, 128x1024, 256x1024,
+//   512x512, 8x8192, 48x8192 and two mixed-length batches;
+// - the landed code, another machine, 1 round: 128x4096 498.0 / 494.8 /
+//   494.9, 64x2048 133.1 / 131.2 / 131.2, 24x4096 102.5 / 99.7 / 100.2,
+//   32x4096 128.9 / 128.2 / 128.2; 256x512 133.2 / 134.7 / 132.9, 16x8192
+//   130.0 / 131.6 / 130.1, 1x32768 40.7 / 41.2 / 40.5.
+// Not measured on the H100 (a bus of at most 5120 bits): two ahead there,
+// its setting since session 15.
+void decode_16bit_ahead(int32_t *tiles, int32_t *sms) {
+  static const int forced = env_choice("VATTN_CUDA_DECODE_AHEAD16", 1, 2);
+  *tiles = 0;
+  *sms = 0;
+  if (forced == 1) {
+    *tiles = 1;  // every item, whatever the launch
+    return;
+  }
+  if (forced == 2 || h100_bus()) return;
+  *tiles = 32;
+  const int dev = current_device();
+  const int n = dev >= 0 ? device_attr<cudaDevAttrMultiProcessorCount>(dev) : 0;
+  *sms = n > 0 ? n : 0;
+}
+
 void sm90_kv_maps(const AttnParams &p, int hs, Sm90KvMaps *m, int elem_bytes, int l2_promo) {
   std::memset(m, 0, sizeof(*m));
   // Paged: [blocks][block_size][kv heads][head size]; dense: [rows][kv

@@ -144,8 +144,9 @@ cudaError_t decode_launch_hs(const AttnParams &p, int grid_x, cudaStream_t s) {
       constexpr int kRowBytes = HS * (CACHE == kCacheAuto ? 2 : 1);
       sm90_kv_maps(p, HS, &maps, CACHE == kCacheAuto ? 2 : 1, sm90_decode_l2_promo(kRowBytes));
       if (maps.use != 0) {
-        AttnParams q = p;  // fp8 at head size 128: the device's lookahead (DecShape::kVarAhead)
+        AttnParams q = p;  // head size 128: the device's lookahead (DecShape::kVarAhead / kAhead16)
         if constexpr (DecShape<HS, CACHE, NH, true>::kVarAhead) q.dec_ahead = decode_fp8_ahead();
+        if constexpr (DecShape<HS, CACHE, NH, true>::kAhead16) decode_16bit_ahead(&q.dec_one_ahead_tiles, &q.dec_sms);
         decode_kernel<T, CACHE, HS, NH, true>
             <<<grid, DecShape<HS, CACHE, NH, true>::kThreads, DecShape<HS, CACHE, NH, true>::smem_bytes(), s>>>(q,
                                                                                                               maps);

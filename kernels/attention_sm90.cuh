@@ -224,6 +224,12 @@ int sm90_decode_l2_promo(int row_bytes);
 // most the H100's 5120 bits, else 2 (attention.cu says what was measured).
 // VATTN_CUDA_DECODE_FP8_AHEAD=1 or 2 forces one (A/Bs).
 int decode_fp8_ahead();
+// The 16-bit head-size-128 TMA decode's lookahead (AttnParams::
+// dec_one_ahead_tiles / dec_sms): *tiles = 32 and *sms = the SM count where
+// the memory bus is wider than the H100's 5120 bits, else *tiles = 0 (two
+// ahead for every item; attention.cu says what was measured).
+// VATTN_CUDA_DECODE_AHEAD16=1 forces one ahead for every item, 2 two.
+void decode_16bit_ahead(int32_t *tiles, int32_t *sms);
 // Host: m->q for items of bm rows (m->q_use = 0 when TMA cannot serve Q:
 // G does not divide bm, strides or addresses, VATTN_CUDA_SM90_TMA=0).
 void sm90_q_map(const AttnParams &p, int head_size, int bm, Sm90KvMaps *m);

@@ -98,8 +98,13 @@ struct DecShape {
   // two CTAs per SM that its registers allow.  The cp.async instance keeps
   // two (GPUs with 100 KiB of shared memory per SM would lose a resident
   // CTA).
+  // 16-bit head size 128 on TMA (kAhead16): a warp keeps two of its three
+  // stages in flight ahead of the one it computes, or one for items of at
+  // least 4 x AttnParams::dec_one_ahead_tiles tiles in launches of more
+  // working CTAs than SMs (decode_16bit_ahead says what was measured).
   static constexpr int NST = HS <= 64 ? 2 : HS <= 128 ? (kFp8 ? (TMA ? 3 : 2) : 3) : 2;
   static constexpr bool kVarAhead = kFp8 && HS == 128 && TMA;
+  static constexpr bool kAhead16 = !kFp8 && HS == 128 && TMA;
   static constexpr int RAW_ROW = kFp8 ? NH * HS + 16 : KSROW * 2;  // bytes per staged key row
   // TMA: a stage is K then V, each NB boxes of 16 key rows x 128 bytes
   // (64 dims of a 16-bit cache, 128 of fp8; 128-byte swizzle, 1024-byte
@@ -302,9 +307,18 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
     const uint64_t pol = l2_evict_first_policy();
     int st_next = 0;  // stage of the next tile issued (tile t sits in stage t % NST)
     // Tiles in flight ahead of the one computed: NST - 1, or where DecShape
-    // says it varies, 2 for an item that covers its rows' keys on a device
-    // that wants the depth (AttnParams::dec_ahead) and 1 for a split part.
-    const int ahead = !S::kVarAhead ? NST - 1 : it.ws_base < 0 && p.dec_ahead >= 2 ? 2 : 1;
+    // says it varies: fp8 (kVarAhead) 2 for an item that covers its rows'
+    // keys on a device that wants the depth (AttnParams::dec_ahead) and 1
+    // for a split part; 16-bit (kAhead16) 1 for an item of at least 4 x
+    // dec_one_ahead_tiles tiles when the launch's working CTAs outnumber
+    // dec_sms (CTA-uniform: the counts are the plan's).
+    int ahead = NST - 1;
+    if constexpr (S::kVarAhead) ahead = it.ws_base < 0 && p.dec_ahead >= 2 ? 2 : 1;
+    if constexpr (S::kAhead16) {
+      if (p.dec_one_ahead_tiles > 0 && ik.ntiles >= S::kWarps * p.dec_one_ahead_tiles &&
+          static_cast<int64_t>(n_items - first) * gridDim.x > p.dec_sms)
+        ahead = 1;
+    }
     auto issue = [&](int t) {  // warp-uniform; t < nw
       if ((t & 31) == 0) {
         if (t == 0 && ic.rq.bt_row == it.req && kstart == spec_kv) {

@@ -137,6 +137,14 @@ struct AttnParams {
   // items that cover their rows' keys, else 1.  Set by launch_decode
   // (decode_fp8_ahead); callers leave it 0.
   int32_t dec_ahead;
+  // decode_kernel, 16-bit caches at head size 128 on TMA (DecShape::kAhead16):
+  // an item of at least 4 x dec_one_ahead_tiles 16-key tiles (one per warp
+  // in turn) keeps one tile per warp in flight ahead of the one computed,
+  // not two, when the launch's working CTAs (items x KV-head CTAs) are more
+  // than dec_sms.  dec_one_ahead_tiles 0: two for every item.  Set by
+  // launch_decode (decode_16bit_ahead); callers leave them 0.
+  int32_t dec_one_ahead_tiles;
+  int32_t dec_sms;
   // Arrival counters of self-merging tiles [merge slots][num_kv_heads], zero
   // between launches (the merging CTA resets its counter).
   int32_t *merge_counters;

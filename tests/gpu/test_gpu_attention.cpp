@@ -216,6 +216,36 @@ TEST(GpuAttention, Fp8DecodeHeadSize128) {
   }
 }
 
+// The 16-bit decode kernel at head size 128, whose warps keep two tiles in
+// flight of three stages, or one for items of at least 2048 keys in
+// launches of more working CTAs than SMs (kern::decode_16bit_ahead;
+// scripts/gpu-check's step testahead forces each): 20 requests x 8 KV heads
+// (160 CTAs, more than the 132 SMs of an H100 or H200), 12 of them long
+// (2048-4200 keys: the ring wraps, block ids are refetched every 32 tiles,
+// a last tile is cut short) beside short ones; bf16 / fp16, NHD / HND,
+// block sizes 16 and 32, LSE in one variant.  Even variants keep every item
+// whole (max_num_splits 1), odd ones let the long decodes split into parts.
+TEST(GpuAttention, DecodeHeadSize128LongItems) {
+  GPU_TEST_REQUIRE();
+  std::mt19937_64 g(vt::test_seed());
+  for (int variant = 0; variant < 4; ++variant) {
+    ct::Config c;
+    c.dtype = variant % 2 ? VATTN_DTYPE_FLOAT16 : VATTN_DTYPE_BFLOAT16;
+    c.head_size = 128;
+    c.num_kv_heads = 8;
+    c.num_heads = 32;
+    c.block_size = variant < 2 ? 16 : 32;
+    c.layout = variant == 1 || variant == 2 ? VATTN_LAYOUT_HND : VATTN_LAYOUT_NHD;
+    c.want_lse = variant == 3;
+    c.num_threads = 8;
+    std::uniform_int_distribution<int32_t> long_len(2048, 4200), short_len(1, 1500);
+    std::vector<int32_t> kv_lens(20);
+    for (size_t i = 0; i < kv_lens.size(); ++i) kv_lens[i] = i % 5 < 3 ? long_len(g) : short_len(g);
+    SCOPED_TRACE("16-bit decode head size 128, long items, variant " + std::to_string(variant) + " " + c.str());
+    gt::run_gpu_case(c, std::vector<int32_t>(kv_lens.size(), 1), kv_lens, g, variant % 2 ? 0 : 1);
+  }
+}
+
 namespace {
 
 // The Hopper prefill tests' common grid: variant -> fp16 / bf16, GQA 1 / 4
