@@ -73,6 +73,7 @@ struct DecShape {
   static constexpr int KT = 16;  // keys per warp tile
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
+  static_assert(kWarps * KT == kDecodeRoundKeys, "the builder's split model counts rounds of kDecodeRoundKeys keys");
   static constexpr int SROW = HS + 8;        // Q: 16-bit shared row stride (elements)
   static constexpr int KSROW = NH * HS + 8;  // K / V of a 16-bit cache (elements)
   static constexpr bool kFp8 = CACHE != kCacheAuto;

@@ -189,6 +189,7 @@ cudaError_t launch_decode(const AttnParams &p, int32_t elem, int32_t cache, int3
 cudaError_t decode_ctas_per_sm(int32_t head_size, int32_t heads_per_cta, int32_t *out);
 constexpr int kDecodeRows = 16;     // rows per decode item
 constexpr int kDecodeKeyAlign = 16;  // decode items start at multiples of this
+constexpr int kDecodeRoundKeys = 64;  // keys of one round of a decode CTA's 4 warps (16-key tiles each)
 // Head sizes with a two-head decode kernel (64 only: the one where the pair
 // pays, see decode_kv_heads_per_cta).
 constexpr bool decode_two_head_kernel(int32_t head_size) { return head_size == 64; }

@@ -37,9 +37,10 @@ struct Batch {
 // decode tiles, parts of >= min_keys keys, chunks aligned to 16 keys, parts
 // under 256 keys only while the CTAs fit one per SM, cost min(equal parts'
 // bound, work per saturating slot + tail + CTA keys) + a merge round past 16
-// parts (the S < R terms and the tail: see below); the smallest cost wins,
-// ties to fewer splits; stop at the first s past the item / workspace
-// capacity.  plain_decode_splits picks min_keys as the builder does.
+// parts (the S < R terms, the tail and the warp rounds of plans of several
+// waves: see below); the smallest cost wins, ties to fewer splits; stop at
+// the first s past the item / workspace capacity.  plain_decode_splits
+// picks min_keys as the builder does.
 int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
                         const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before,
                         int64_t min_keys, int64_t *cost_out) {
@@ -80,6 +81,9 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     // slots, tiles longest first: the first part of the second round (up to
     // two rounds) or the last part; request order: a part of mean length.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
+    // More than one wave: the longest part of 256 keys or more counts whole
+    // rounds of the CTA's 4 warps (64 keys).
+    if (waves > 1 && longest >= 256) longest = (longest + 63) / 64 * 64;
     // S of the R resident CTAs keep the memory busy: with more at once each
     // runs at S / (CTAs running).
     const int64_t R = c.dec_slots, S = c.dec_sat_slots > 0 ? std::min<int64_t>(c.dec_sat_slots, R) : R;
@@ -516,6 +520,10 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       // Two fp8 CTAs per SM on one long request (fp8 merge keys).
       {true, 1, 8192, 8192, 32}, {true, 1, 12288, 12288, 32}, {true, 1, 16384, 16384, 32},
       {true, 1, 32768, 32768, 33}, {true, 8, 2048, 32768, 16},
+      // Session 33: plans of several waves count warp rounds, so fp8 takes
+      // fewer, longer parts (one wave instead of two, three instead of four).
+      {true, 6, 16384, 16384, 5}, {true, 12, 32768, 32768, 8}, {true, 7, 12288, 12288, 4},
+      {true, 12, 3072, 3072, 2}, {false, 7, 65536, 65536, 9},
   };
   const CudaBuilderCfg c16 = cfg(false, 8), c8 = cfg(true, 8);
   for (const Case &k : cases) {
@@ -535,6 +543,8 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       // single request on 1 KV head keeps its 64 parts (64 CTAs).
       {false, 4, 28, 8192, 1}, {false, 2, 28, 12288, 2}, {false, 1, 1, 8192, 64},
       {false, 1, 2, 8192, 64}, {false, 2, 1, 8192, 64},
+      // Session 33 (warp rounds in plans of several waves).
+      {true, 4, 12, 16384, 5}, {false, 2, 48, 6144, 1},
   };
   for (const FewHeads &k : few) {
     EXPECT_EQ(splits(cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)

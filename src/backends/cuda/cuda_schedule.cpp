@@ -271,6 +271,24 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     if (short_parts && ctas > c.num_sms) continue;
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
     const int64_t merge = max_parts > kDecMergeRoundParts ? c.dec_merge_keys : 0;
+    // Plans of more than one wave: a wave ends with its slowest warp, and
+    // warp w of a CTA takes tiles w, w + 4, ..., so the longest part counts
+    // whole rounds of the 4 warps (its keys rounded up to a round).  Near
+    // ties then go to fewer, longer parts in fewer waves, which the GPU
+    // prefers.  H200, eager us, 2 rounds, 32 / 8 heads at head size 128
+    // unless noted, before -> this rule (parts): fp8 6x16384 65.7-65.9 ->
+    // 61.9 (11 -> 5); fp8, 4 KV heads, 12x16384 65.7-65.9 -> 61.6-61.8 (11
+    // -> 5); fp8 12x32768 221.2-221.5 -> 216.6 (11 -> 8); fp8 7x12288
+    // 58.7-58.9 -> 57.6-57.8 (9 -> 4); fp8 12x3072 33.6-33.8 -> 33.1-33.2 (5
+    // -> 2); 2 KV heads 48x6144 83.5-83.6 -> 82.0-82.3 (5 -> 1); slower:
+    // 7x65536 433.9-434.7 -> 436.4-437.6 (14 -> 9).  Rounding one-wave plans
+    // too gained on short parts (2 KV heads 7x4096 16.6-16.8 -> 15.9-16.1, 9
+    // -> 8) but lost up to 3.5% elsewhere (fp8, 2 KV heads, 5x10000
+    // 17.1-17.2 -> 17.7-17.8; 1 KV head 6x32768 33.9-34.1 -> 34.5-34.7), so
+    // it is not done (docs/benchmarks.md, "H200, session 33").  Not run on
+    // an H100.
+    if (waves > 1 && longest >= kDecShortSplitKeys)
+      longest = (longest + kern::kDecodeRoundKeys - 1) / kern::kDecodeRoundKeys * kern::kDecodeRoundKeys;
     // Two bounds on the kernel's time; the smaller is the estimate.  Equal
     // parts run in waves; parts of unequal length (a batch of mixed
     // contexts) keep every slot busy until the work runs out, then one
