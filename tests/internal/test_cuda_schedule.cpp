@@ -81,9 +81,11 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     // slots, tiles longest first: the first part of the second round (up to
     // two rounds) or the last part; request order: a part of mean length.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
-    // More than one wave: the longest part of 256 keys or more counts whole
-    // rounds of the CTA's 4 warps (64 keys).
-    if (waves > 1 && longest >= 256) longest = (longest + 63) / 64 * 64;
+    // More than one wave (or one, with dec_round_one_wave, when the longest
+    // part has fewer than 1024 keys): the longest part of 256 keys or more
+    // counts whole rounds of the CTA's 4 warps (64 keys).
+    if ((waves > 1 || (c.dec_round_one_wave && longest < 1024)) && longest >= 256)
+      longest = (longest + 63) / 64 * 64;
     // S of the R resident CTAs keep the memory busy: with more at once each
     // runs at S / (CTAs running).
     const int64_t R = c.dec_slots, S = c.dec_sat_slots > 0 ? std::min<int64_t>(c.dec_sat_slots, R) : R;
@@ -163,6 +165,7 @@ CudaBuilderCfg make_cfg(std::mt19937 &g) {
   c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 4));
   c.dec_sat_slots = g() % 2 ? std::min<int32_t>(c.dec_slots, 2 * c.num_sms) : 0;  // 16-bit / fp8 cache
   c.dec_lone = c.dec_sat_slots > 0 && g() % 2 != 0;
+  c.dec_round_one_wave = g() % 2 != 0;
   c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
   c.dec_longest_first = g() % 2 != 0;
   c.group = G;
@@ -543,8 +546,10 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       // single request on 1 KV head keeps its 64 parts (64 CTAs).
       {false, 4, 28, 8192, 1}, {false, 2, 28, 12288, 2}, {false, 1, 1, 8192, 64},
       {false, 1, 2, 8192, 64}, {false, 2, 1, 8192, 64},
-      // Session 33 (warp rounds in plans of several waves).
-      {true, 4, 12, 16384, 5}, {false, 2, 48, 6144, 1},
+      // Session 33: warp rounds in plans of several waves, and in one-wave
+      // 16-bit plans whose longest part has 256-1023 keys.
+      {true, 4, 12, 16384, 5}, {false, 2, 48, 6144, 1}, {false, 4, 7, 3072, 8},
+      {false, 2, 7, 4096, 8}, {false, 4, 1, 10000, 32},
   };
   for (const FewHeads &k : few) {
     EXPECT_EQ(splits(cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)

@@ -50,6 +50,9 @@ constexpr int kDecMergeRoundParts = 16;
 // would merge twice as many), or gives each CTA at least kDecLoneMinKeys
 // keys.
 constexpr int kDecLoneMinParts = 8;
+// One-wave plans count warp rounds for longest parts below this many keys
+// (CudaBuilderCfg::dec_round_one_wave, search_decode_splits).
+constexpr int64_t kDecOneWaveRoundKeys = 1024;
 constexpr int64_t kDecLoneMinKeys = 4096;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -271,23 +274,31 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     if (short_parts && ctas > c.num_sms) continue;
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
     const int64_t merge = max_parts > kDecMergeRoundParts ? c.dec_merge_keys : 0;
-    // Plans of more than one wave: a wave ends with its slowest warp, and
-    // warp w of a CTA takes tiles w, w + 4, ..., so the longest part counts
-    // whole rounds of the 4 warps (its keys rounded up to a round).  Near
-    // ties then go to fewer, longer parts in fewer waves, which the GPU
-    // prefers.  H200, eager us, 2 rounds, 32 / 8 heads at head size 128
-    // unless noted, before -> this rule (parts): fp8 6x16384 65.7-65.9 ->
-    // 61.9 (11 -> 5); fp8, 4 KV heads, 12x16384 65.7-65.9 -> 61.6-61.8 (11
-    // -> 5); fp8 12x32768 221.2-221.5 -> 216.6 (11 -> 8); fp8 7x12288
-    // 58.7-58.9 -> 57.6-57.8 (9 -> 4); fp8 12x3072 33.6-33.8 -> 33.1-33.2 (5
-    // -> 2); 2 KV heads 48x6144 83.5-83.6 -> 82.0-82.3 (5 -> 1); slower:
-    // 7x65536 433.9-434.7 -> 436.4-437.6 (14 -> 9).  Rounding one-wave plans
-    // too gained on short parts (2 KV heads 7x4096 16.6-16.8 -> 15.9-16.1, 9
-    // -> 8) but lost up to 3.5% elsewhere (fp8, 2 KV heads, 5x10000
-    // 17.1-17.2 -> 17.7-17.8; 1 KV head 6x32768 33.9-34.1 -> 34.5-34.7), so
-    // it is not done (docs/benchmarks.md, "H200, session 33").  Not run on
-    // an H100.
-    if (waves > 1 && longest >= kDecShortSplitKeys)
+    // Warp rounds.  Warp w of a CTA takes tiles w, w + 4, ..., and a wave
+    // ends with its slowest warp, so in plans of more than one wave the
+    // longest part counts whole rounds of the 4 warps (its keys rounded up
+    // to a round).  Near ties then go to fewer, longer parts in fewer
+    // waves, which the GPU prefers.  H200, eager us, 2 rounds, 32 / 8 heads
+    // at head size 128 unless noted, before -> this rule (parts): fp8
+    // 6x16384 65.7-65.9 -> 61.9 (11 -> 5); fp8, 4 KV heads, 12x16384
+    // 65.7-65.9 -> 61.6-61.8 (11 -> 5); fp8 12x32768 221.2-221.5 -> 216.6
+    // (11 -> 8); fp8 7x12288 58.7-58.9 -> 57.6-57.8 (9 -> 4); fp8 12x3072
+    // 33.6-33.8 -> 33.1-33.2 (5 -> 2); 2 KV heads 48x6144 83.5-83.6 ->
+    // 82.0-82.3 (5 -> 1); slower: 7x65536 433.9-434.7 -> 436.4-437.6 (14 ->
+    // 9).  One-wave plans count rounds too where the longest part has
+    // 256-1023 keys on 16-bit caches at head size 128 (dec_round_one_wave):
+    // 4 KV heads 7x3072 20.0-20.2 -> 19.5-19.7 (9 -> 8), 2 KV heads 7x4096
+    // 16.6-16.8 -> 15.9-16.1 (9 -> 8), 4 KV heads 1x10000 15.1-15.2 ->
+    // 14.8-14.9 (33 -> 32); faster on all 10 batches of a hold-out draw,
+    // by 0.8-2.4%.  Elsewhere one-wave rounds did not pay: fp8 lost up to
+    // 3.5% (2 KV heads 5x10000 17.1-17.2 -> 17.7-17.8, 25 -> 23), head size
+    // 64 gained on 7 of 12 batches but lost up to 1.7% (2 KV heads 3x24576
+    // 19.1 -> 19.4-19.5), 256 gained nothing, and parts of 1024 keys or
+    // more lost as often as they won (1 KV head 6x32768 33.9-34.1 ->
+    // 34.5-34.7, 22 -> 16).  docs/benchmarks.md, "H200, session 33".  Not
+    // run on an H100.
+    const bool rounds = waves > 1 || (c.dec_round_one_wave && longest < kDecOneWaveRoundKeys);
+    if (rounds && longest >= kDecShortSplitKeys)
       longest = (longest + kern::kDecodeRoundKeys - 1) / kern::kDecodeRoundKeys * kern::kDecodeRoundKeys;
     // Two bounds on the kernel's time; the smaller is the estimate.  Equal
     // parts run in waves; parts of unequal length (a batch of mixed
@@ -453,6 +464,7 @@ CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDevi
   // size 256 runs one CTA per SM anyway, and a lone fp8 CTA streams below
   // its SM's share).  VATTN_CUDA_DECODE_LONE=0 turns the rule off (A/B).
   c.dec_lone = cache == kern::kCacheAuto && o.head_size == 128 && per_sm == 2;
+  c.dec_round_one_wave = c.dec_lone;
   if (const char *dl = std::getenv("VATTN_CUDA_DECODE_LONE"))
     c.dec_lone = c.dec_lone && std::strcmp(dl, "0") != 0;
   c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;
