@@ -81,10 +81,10 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     // slots, tiles longest first: the first part of the second round (up to
     // two rounds) or the last part; request order: a part of mean length.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
-    // More than one wave (or one, with dec_round_one_wave, when the longest
-    // part has fewer than 1024 keys): the longest part of 256 keys or more
-    // counts whole rounds of the CTA's 4 warps (64 keys).
-    if ((waves > 1 || (c.dec_round_one_wave && longest < 1024)) && longest >= 256)
+    // dec_rounds 1: more than one wave; 2: also one wave where the longest
+    // part has fewer than 1024 keys.  Then the longest part of 256 keys or
+    // more counts whole rounds of the CTA's 4 warps (64 keys).
+    if (((c.dec_rounds >= 1 && waves > 1) || (c.dec_rounds >= 2 && longest < 1024)) && longest >= 256)
       longest = (longest + 63) / 64 * 64;
     // S of the R resident CTAs keep the memory busy: with more at once each
     // runs at S / (CTAs running).
@@ -165,7 +165,7 @@ CudaBuilderCfg make_cfg(std::mt19937 &g) {
   c.dec_slots = c.num_sms * (1 + static_cast<int>(g() % 4));
   c.dec_sat_slots = g() % 2 ? std::min<int32_t>(c.dec_slots, 2 * c.num_sms) : 0;  // 16-bit / fp8 cache
   c.dec_lone = c.dec_sat_slots > 0 && g() % 2 != 0;
-  c.dec_round_one_wave = g() % 2 != 0;
+  c.dec_rounds = static_cast<int32_t>(g() % 3);
   c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
   c.dec_longest_first = g() % 2 != 0;
   c.group = G;

@@ -51,7 +51,7 @@ constexpr int kDecMergeRoundParts = 16;
 // keys.
 constexpr int kDecLoneMinParts = 8;
 // One-wave plans count warp rounds for longest parts below this many keys
-// (CudaBuilderCfg::dec_round_one_wave, search_decode_splits).
+// (CudaBuilderCfg::dec_rounds == 2, search_decode_splits).
 constexpr int64_t kDecOneWaveRoundKeys = 1024;
 constexpr int64_t kDecLoneMinKeys = 4096;
 
@@ -286,7 +286,7 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     // 33.6-33.8 -> 33.1-33.2 (5 -> 2); 2 KV heads 48x6144 83.5-83.6 ->
     // 82.0-82.3 (5 -> 1); slower: 7x65536 433.9-434.7 -> 436.4-437.6 (14 ->
     // 9).  One-wave plans count rounds too where the longest part has
-    // 256-1023 keys on 16-bit caches at head size 128 (dec_round_one_wave):
+    // 256-1023 keys on 16-bit caches at head size 128 (dec_rounds 2):
     // 4 KV heads 7x3072 20.0-20.2 -> 19.5-19.7 (9 -> 8), 2 KV heads 7x4096
     // 16.6-16.8 -> 15.9-16.1 (9 -> 8), 4 KV heads 1x10000 15.1-15.2 ->
     // 14.8-14.9 (33 -> 32); faster on all 10 batches of a hold-out draw,
@@ -297,7 +297,7 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     // more lost as often as they won (1 KV head 6x32768 33.9-34.1 ->
     // 34.5-34.7, 22 -> 16).  docs/benchmarks.md, "H200, session 33".  Not
     // run on an H100.
-    const bool rounds = waves > 1 || (c.dec_round_one_wave && longest < kDecOneWaveRoundKeys);
+    const bool rounds = (c.dec_rounds >= 1 && waves > 1) || (c.dec_rounds >= 2 && longest < kDecOneWaveRoundKeys);
     if (rounds && longest >= kDecShortSplitKeys)
       longest = (longest + kern::kDecodeRoundKeys - 1) / kern::kDecodeRoundKeys * kern::kDecodeRoundKeys;
     // Two bounds on the kernel's time; the smaller is the estimate.  Equal
@@ -464,7 +464,8 @@ CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDevi
   // size 256 runs one CTA per SM anyway, and a lone fp8 CTA streams below
   // its SM's share).  VATTN_CUDA_DECODE_LONE=0 turns the rule off (A/B).
   c.dec_lone = cache == kern::kCacheAuto && o.head_size == 128 && per_sm == 2;
-  c.dec_round_one_wave = c.dec_lone;
+  c.dec_rounds = c.dec_lone ? 2 : 1;
+  if (const char *dr = std::getenv("VATTN_CUDA_DECODE_ROUNDS")) c.dec_rounds = std::clamp(std::atoi(dr), 0, 2);
   if (const char *dl = std::getenv("VATTN_CUDA_DECODE_LONE"))
     c.dec_lone = c.dec_lone && std::strcmp(dl, "0") != 0;
   c.dec_max_splits = o.max_num_splits > 0 ? o.max_num_splits : kDecDefaultMaxSplits;

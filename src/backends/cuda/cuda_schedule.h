@@ -61,10 +61,13 @@ struct CudaBuilderCfg {
   // more CTA's fixed cost (search_decode_splits: the rule and what it was
   // measured on).  VATTN_CUDA_DECODE_LONE=0 clears it at builder creation.
   bool dec_lone = false;
-  // One-wave plans also count the longest part in warp rounds where it has
-  // 256-1023 keys (16-bit caches at head size 128, two resident CTAs per
-  // SM; plans of several waves always do: search_decode_splits).
-  bool dec_round_one_wave = false;
+  // Which plans count their longest part in rounds of the decode CTA's
+  // warps (search_decode_splits): 0 none (the model before session 33), 1
+  // plans of more than one wave, 2 those and one-wave plans whose longest
+  // part has 256-1023 keys (16-bit caches at head size 128, two resident
+  // CTAs per SM).  VATTN_CUDA_DECODE_ROUNDS=0 / 1 / 2 sets it at builder
+  // creation (A/B).
+  int32_t dec_rounds = 1;
   // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
   // decode item may hold (16, or one head's 8 when a CTA runs two heads).
   int32_t dec_heads = 1, dec_rows = kern::kDecodeRows;
