@@ -37,10 +37,10 @@ struct Batch {
 // decode tiles, parts of >= min_keys keys, chunks aligned to 16 keys, parts
 // under 256 keys only while the CTAs fit one per SM, cost min(equal parts'
 // bound, work per saturating slot + tail + CTA keys) + a merge round past 16
-// parts (the S < R terms, the tail and the warp rounds of plans of several
-// waves: see below); the smallest cost wins, ties to fewer splits; stop at
-// the first s past the item / workspace capacity.  plain_decode_splits
-// picks min_keys as the builder does.
+// parts (the S < R terms, the tail and the warp rounds of dec_rounds: see
+// below); the smallest cost wins, ties to fewer splits; stop at the first s
+// past the item / workspace capacity.  plain_decode_splits picks min_keys
+// as the builder does.
 int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ranges,
                         const std::vector<int64_t> &rows, int64_t items_before, int64_t ws_before,
                         int64_t min_keys, int64_t *cost_out) {

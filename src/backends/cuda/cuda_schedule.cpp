@@ -50,10 +50,10 @@ constexpr int kDecMergeRoundParts = 16;
 // would merge twice as many), or gives each CTA at least kDecLoneMinKeys
 // keys.
 constexpr int kDecLoneMinParts = 8;
+constexpr int64_t kDecLoneMinKeys = 4096;
 // One-wave plans count warp rounds for longest parts below this many keys
 // (CudaBuilderCfg::dec_rounds == 2, search_decode_splits).
 constexpr int64_t kDecOneWaveRoundKeys = 1024;
-constexpr int64_t kDecLoneMinKeys = 4096;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
