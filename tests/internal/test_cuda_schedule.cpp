@@ -81,10 +81,10 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
     // slots, tiles longest first: the first part of the second round (up to
     // two rounds) or the last part; request order: a part of mean length.
     const int64_t waves = (ctas + c.dec_slots - 1) / c.dec_slots;
-    // dec_rounds 1: more than one wave; 2: also one wave where the longest
-    // part has fewer than 1024 keys.  Then the longest part of 256 keys or
-    // more counts whole rounds of the CTA's 4 warps (64 keys).
-    if (((c.dec_rounds >= 1 && waves > 1) || (c.dec_rounds >= 2 && longest < 1024)) && longest >= 256)
+    // The longest part counts whole rounds of the CTA's 4 warps (64 keys)
+    // with dec_rounds >= 1 in plans of more than one wave where it has 512
+    // keys or more, and with dec_rounds 2 also where it has 256-1023 keys.
+    if ((c.dec_rounds >= 1 && waves > 1 && longest >= 512) || (c.dec_rounds >= 2 && longest >= 256 && longest < 1024))
       longest = (longest + 63) / 64 * 64;
     // S of the R resident CTAs keep the memory busy: with more at once each
     // runs at S / (CTAs running).

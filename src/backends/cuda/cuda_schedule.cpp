@@ -51,8 +51,11 @@ constexpr int kDecMergeRoundParts = 16;
 // keys.
 constexpr int kDecLoneMinParts = 8;
 constexpr int64_t kDecLoneMinKeys = 4096;
-// One-wave plans count warp rounds for longest parts below this many keys
-// (CudaBuilderCfg::dec_rounds == 2, search_decode_splits).
+// Warp rounds (CudaBuilderCfg::dec_rounds, search_decode_splits): plans of
+// several waves count them for longest parts of at least
+// kDecWaveRoundMinKeys keys, one-wave plans (dec_rounds 2) for parts of
+// kDecShortSplitKeys to kDecOneWaveRoundKeys - 1 keys.
+constexpr int64_t kDecWaveRoundMinKeys = 512;
 constexpr int64_t kDecOneWaveRoundKeys = 1024;
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -276,11 +279,11 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     const int64_t merge = max_parts > kDecMergeRoundParts ? c.dec_merge_keys : 0;
     // Warp rounds.  Warp w of a CTA takes tiles w, w + 4, ..., and a wave
     // ends with its slowest warp, so in plans of more than one wave the
-    // longest part counts whole rounds of the 4 warps (its keys rounded up
-    // to a round).  Near ties then go to fewer, longer parts in fewer
-    // waves, which the GPU prefers.  H200, eager us, 2 rounds, 32 / 8 heads
-    // at head size 128 unless noted, before -> this rule (parts): fp8
-    // 6x16384 65.7-65.9 -> 61.9 (11 -> 5); fp8, 4 KV heads, 12x16384
+    // longest part (of 512 keys or more) counts whole rounds of the 4 warps
+    // (its keys rounded up to a round).  Near ties then go to fewer, longer
+    // parts in fewer waves, which the GPU prefers.  H200, eager us, 2
+    // rounds, 32 / 8 heads at head size 128 unless noted, before -> this
+    // rule (parts): fp8 6x16384 65.7-65.9 -> 61.9 (11 -> 5); fp8, 4 KV heads, 12x16384
     // 65.7-65.9 -> 61.6-61.8 (11 -> 5); fp8 12x32768 221.2-221.5 -> 216.6
     // (11 -> 8); fp8 7x12288 58.7-58.9 -> 57.6-57.8 (9 -> 4); fp8 12x3072
     // 33.6-33.8 -> 33.1-33.2 (5 -> 2); 2 KV heads 48x6144 83.5-83.6 ->
@@ -295,10 +298,16 @@ int search_decode_splits(const CudaBuilderCfg &c, const std::vector<CudaSchedule
     // 64 gained on 7 of 12 batches but lost up to 1.7% (2 KV heads 3x24576
     // 19.1 -> 19.4-19.5), 256 gained nothing, and parts of 1024 keys or
     // more lost as often as they won (1 KV head 6x32768 33.9-34.1 ->
-    // 34.5-34.7, 22 -> 16).  docs/benchmarks.md, "H200, session 33".  Not
-    // run on an H100.
-    const bool rounds = (c.dec_rounds >= 1 && waves > 1) || (c.dec_rounds >= 2 && longest < kDecOneWaveRoundKeys);
-    if (rounds && longest >= kDecShortSplitKeys)
+    // 34.5-34.7, 22 -> 16).  The first rule's 512-key floor keeps every
+    // timed plan that gained and leaves batches of mixed contexts as they
+    // were; without it, 6 of 360 probe batches would move, none timed (1
+    // KV head fp8 16 x 1k-16k from 54 parts to 16), and head size 64
+    // 12x2048 would take 2 parts instead of 5, which timed the same
+    // (20.40-20.45 -> 20.32-20.45).  docs/benchmarks.md, "H200, session
+    // 33".  Not run on an H100.
+    const bool rounds = (c.dec_rounds >= 1 && waves > 1 && longest >= kDecWaveRoundMinKeys) ||
+                        (c.dec_rounds >= 2 && longest >= kDecShortSplitKeys && longest < kDecOneWaveRoundKeys);
+    if (rounds)
       longest = (longest + kern::kDecodeRoundKeys - 1) / kern::kDecodeRoundKeys * kern::kDecodeRoundKeys;
     // Two bounds on the kernel's time; the smaller is the estimate.  Equal
     // parts run in waves; parts of unequal length (a batch of mixed

@@ -63,9 +63,9 @@ struct CudaBuilderCfg {
   bool dec_lone = false;
   // Which plans count their longest part in rounds of the decode CTA's
   // warps (search_decode_splits): 0 none (the model before session 33), 1
-  // plans of more than one wave, 2 those and one-wave plans whose longest
-  // part has 256-1023 keys (16-bit caches at head size 128, two resident
-  // CTAs per SM).  VATTN_CUDA_DECODE_ROUNDS=0 / 1 / 2 sets it at builder
+  // plans of more than one wave whose longest part has 512 keys or more, 2
+  // those and one-wave plans whose longest part has 256-1023 keys (16-bit
+  // caches at head size 128, two resident CTAs per SM).  VATTN_CUDA_DECODE_ROUNDS=0 / 1 / 2 sets it at builder
   // creation (A/B).
   int32_t dec_rounds = 1;
   // KV heads per decode CTA (kern::decode_kv_heads_per_cta) and the rows a
