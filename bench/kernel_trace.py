@@ -10,7 +10,8 @@
         keeps each name's last N kernels (vattn-bench's timed loop is its last --iters forwards).
 
     python3 bench/kernel_trace.py sdpa-decode B L [--backend cudnn|flash] [--iters N] [--bare]
-        torch SDPA decode (bf16, 32 query / 8 KV heads, head size 128, dense K / V, two input
+                                              [--heads H] [--kv-heads K] [--head-size D]
+        torch SDPA decode (bf16, 32 query / 8 KV heads and head size 128 unless given, dense K / V, two input
         copies used in turn): warm-up, a spin kernel (torch.cuda._sleep), then N launches, each
         between two CUDA events as bench/compare.py times them (--bare: no events).  Prints the
         events' median.  Run it under the injection library to trace it.
@@ -71,10 +72,10 @@ def sdpa_decode(args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[args.backend]
-    B, L = args.batch, args.len
-    ins = [(torch.randn(B, 32, 1, 128, device="cuda", dtype=torch.bfloat16),
-            torch.randn(B, 8, L, 128, device="cuda", dtype=torch.bfloat16),
-            torch.randn(B, 8, L, 128, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
+    B, L, H, K, D = args.batch, args.len, args.heads, args.kv_heads, args.head_size
+    ins = [(torch.randn(B, H, 1, D, device="cuda", dtype=torch.bfloat16),
+            torch.randn(B, K, L, D, device="cuda", dtype=torch.bfloat16),
+            torch.randn(B, K, L, D, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
     with sdpa_kernel([backend]):
         for i in range(10):
             F.scaled_dot_product_attention(*ins[i % 2], enable_gqa=True)
@@ -90,7 +91,8 @@ def sdpa_decode(args):
         torch.cuda.synchronize()
     if not args.bare:
         t = sorted(a.elapsed_time(b) * 1e3 for a, b in ev)
-        print("torch %s decode %dx%d: events median %.1f us (n=%d)" % (args.backend, B, L, t[len(t) // 2], len(t)))
+        print("torch %s decode %dx%d (%d / %d heads, head size %d): events median %.1f us (n=%d)"
+              % (args.backend, B, L, H, K, D, t[len(t) // 2], len(t)))
 
 
 def main():
@@ -107,14 +109,19 @@ def main():
     s.add_argument("--backend", choices=["cudnn", "flash"], default="cudnn")
     s.add_argument("--iters", type=int, default=60)
     s.add_argument("--bare", action="store_true")
+    s.add_argument("--heads", type=int, default=32)
+    s.add_argument("--kv-heads", type=int, default=8)
+    s.add_argument("--head-size", type=int, default=128)
     args = ap.parse_args()
     if args.cmd == "report":
         if args.skip < 0 or args.last < 0:
             ap.error("--skip / --last: expected N >= 0, got %d / %d" % (args.skip, args.last))
         report(args)
     else:
-        if args.batch < 1 or args.len < 1 or args.iters < 1:
-            ap.error("sdpa-decode: B, L and --iters must be >= 1")
+        if min(args.batch, args.len, args.iters, args.heads, args.kv_heads, args.head_size) < 1:
+            ap.error("sdpa-decode: B, L, --iters and the head counts / size must be >= 1")
+        if args.heads % args.kv_heads:
+            ap.error("sdpa-decode: --heads %d is not a multiple of --kv-heads %d" % (args.heads, args.kv_heads))
         sdpa_decode(args)
 
 

@@ -7,6 +7,8 @@
 // tensor-core instructions multiply them.
 #pragma once
 
+#include <type_traits>
+
 #include "common.cuh"
 #include "softmax.cuh"
 
@@ -295,50 +297,146 @@ __device__ __forceinline__ void store_rows(const AttnParams &p, const AttnItem &
   }
 }
 
-// Split tiles can merge themselves (AttnItem::merge): every split item writes its fp32
-// partial (normalised output + LSE) to the workspace as usual, then counts
-// its arrival on the tile's counter; the CTA that arrives last merges the
-// `parts` partials of the tile's rows (weights exp(lse_j - max) / sum, sinks
-// applied as in plan_merge_kernel), writes the output rows and resets the
-// counter for the next launch.  Partials of other CTAs are read through L2
-// (__ldcg: L1 is not coherent).  `scratch` is the CTA's shared body (free
-// once the epilogue is done): weights [16][kMaxParts] + row stats.  Run by
+// Split tiles can merge themselves (AttnItem::merge): every split item
+// writes its fp32 partial (normalised output + LSE) to the workspace as
+// usual, then counts its arrival on an arrival counter; the CTA that arrives
+// last combines the partials (weights exp(lse_j - max) / sum) and resets the
+// counter for the next launch (graph replays included).  A flat tile (its
+// group covers it) has one counter, and its last CTA merges every partial
+// into the output rows (sinks applied as in plan_merge_kernel).  A tile in
+// groups (launch.h) counts on its group's counter first: the group's last
+// CTA merges the group into the workspace rows of the group's first part
+// (their LSE without sinks), then counts on the tile's counter, whose last
+// arrival merges the groups' results into the output.  Partials of other
+// CTAs are read through L2 (__ldcg: L1 is not coherent).  `scratch` is the
+// CTA's shared body (free once the epilogue is done): weights
+// [16][kMaxSelfMergeParts] + row stats (kMergeScratchFloats).  Run by
 // threads [0, nthreads) of the CTA (whole warps), which sync() makes wait
 // for each other (__syncthreads, or a named barrier over those threads).
-// PRE > 0: a thread loads the first PRE partials of its first output chunk
-// before the weights are known, so those loads overlap the LSE step (one L2
-// round trip less on the critical path of the last CTA; 4 PRE registers).
-// sync_at_end: the merging CTA syncs once more after its last read of the
-// scratch, for callers whose threads may write it again without passing
-// another barrier over all of them (the Hopper kernel's staging rows).
-template <class T, int HS, int PRE = 0, class Sync>
-__device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it,
-                                              const AttnReq &rq, int kvh, float *scratch,
-                                              int nthreads, Sync sync, bool sync_at_end = false) {
-  __shared__ int s_last;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nwarps = nthreads >> 5;
-  const int parts = it.merge & 0xffff, idx = it.merge >> 16;
-  const int rows = it.num_rows, G = p.group, nkv = p.num_kv_heads;
-  const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
-  int *ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
-  // One acquire-release atomic by thread 0 after the barrier publishes the
-  // whole CTA's partial (the barrier orders the other threads' writes before
-  // it; release is cumulative) and, for the last CTA, orders its reads of the
-  // other partials after the count (the next barrier passes that on).  It
-  // replaced a fence in every thread before and after a relaxed atomicAdd:
-  // H100 decode 1x32768 55.2-55.6 -> 54.8-55.2 us (same-run A/B).
+
+// One acquire-release atomic by thread 0 after the barrier publishes the
+// whole CTA's writes (the barrier orders the other threads' writes before
+// it; release is cumulative) and, for the last CTA, orders its reads of the
+// others' after the count (the next barrier passes that on).  It replaced a
+// fence in every thread before and after a relaxed atomicAdd: H100 decode
+// 1x32768 55.2-55.6 -> 54.8-55.2 us (same-run A/B).  True in every thread
+// of the CTA that arrives n-th.
+template <class Sync>
+__device__ __forceinline__ bool merge_arrive_last(int *ctr, int n, int *s_last, Sync sync) {
   sync();
-  if (tid == 0) {
+  if (threadIdx.x == 0) {
     int prev;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(prev) : "l"(ctr) : "memory");
-    s_last = prev == parts - 1;
+    *s_last = prev == n - 1;
   }
   sync();
-  if (!s_last) return;
+  return *s_last != 0;
+}
+
+// The weights of n partials, one warp per row: partial j of row r has its
+// LSE at workspace entry (row0 + r) * num_kv_heads + kvh + j * step.
+// w[r][j] = exp(lse_j - max) / sum; row_lse / row_f: TO_OUT, the merged
+// row's LSE with the sink and the output factor (merged_lse); else the
+// plain merged LSE and 1.  Ends with sync().
+template <class Sync>
+__device__ __forceinline__ void merge_weights(const AttnParams &p, const AttnItem &it, int kvh, int64_t row0,
+                                              int64_t step, int n, float *scratch, int nthreads, Sync sync,
+                                              bool to_out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = nthreads >> 5;
+  float *w = scratch;                                  // [16][kMaxSelfMergeParts]
+  float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
+  float *row_f = row_lse + 16;                         // [16] output factor
+  static_assert(16 * kMaxSelfMergeParts + 32 == kMergeScratchFloats, "merge scratch layout");
+  for (int r = warp; r < it.num_rows; r += nwarps) {
+    float l0 = -INFINITY, l1 = -INFINITY;
+    const int64_t w0 = (row0 + r) * p.num_kv_heads + kvh;
+    if (lane < n) l0 = __ldcg(p.ws_lse + w0 + lane * step);
+    if (lane + 32 < n) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
+    const float mx = warp_max(fmaxf(l0, l1));
+    const float e0 = mx == -INFINITY || l0 == -INFINITY ? 0.f : expf(l0 - mx);
+    const float e1 = mx == -INFINITY || l1 == -INFINITY ? 0.f : expf(l1 - mx);
+    const float sum = warp_sum(e0 + e1);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (lane < n) w[r * kMaxSelfMergeParts + lane] = e0 * inv;
+    if (lane + 32 < n) w[r * kMaxSelfMergeParts + lane + 32] = e1 * inv;
+    if (lane == 0) {
+      if (to_out) {
+        merged_lse(mx, sum, p.sinks, kvh * p.group + (it.q_row0 + r) % p.group, &row_lse[r], &row_f[r]);
+      } else {
+        row_lse[r] = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+        row_f[r] = 1.f;
+      }
+    }
+  }
+  sync();
+}
+
+// acc += wt * v (one partial's weighted dims).
+__device__ __forceinline__ void merge_acc(float4 &acc, float wt, float4 v) {
+  acc.x += wt * v.x;
+  acc.y += wt * v.y;
+  acc.z += wt * v.z;
+  acc.w += wt * v.w;
+}
+
+// Writes the merged dims d .. d + 3 of row r: TO_OUT to the output (and the
+// LSE output), else over partial 0's own workspace entry (the group's
+// result; the thread that writes these dims alone read them, and every LSE
+// read ended at merge_weights' barrier).
+template <class T, int HS>
+__device__ __forceinline__ void merge_store(const AttnParams &p, const AttnItem &it, const AttnReq &rq, int kvh,
+                                            int64_t row0, int r, int d, float4 acc, const float *scratch,
+                                            bool to_out) {
+  const float *row_lse = scratch + 16 * kMaxSelfMergeParts;
+  const float f = row_lse[16 + r];
+  if (to_out) {
+    const int lr = it.q_row0 + r;
+    const int h = kvh * p.group + lr % p.group;
+    const int64_t tok = rq.q_start + lr / p.group;
+    T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head + d;
+    *reinterpret_cast<uint2 *>(out) =
+        make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
+    if (d == 0) store_lse(p, h, tok, row_lse[r]);
+  } else {
+    const int64_t wr = (row0 + r) * p.num_kv_heads + kvh;
+    *reinterpret_cast<float4 *>(p.ws_o + wr * HS + d) = acc;
+    if (d == 0) p.ws_lse[wr] = row_lse[r];
+  }
+}
+
+// One step of merge_split_tile: the last CTA of a tile (or group) combines
+// n partials of the tile's rows, partial j of row r at workspace entry
+// (row0 + r) * num_kv_heads + kvh + j * step, into the output (TO_OUT) or
+// over partial 0.  BATCH (the decode kernel): a thread's loads go out in
+// batches of 16 (8 at head size 64, whose decode CTAs fit four per SM in
+// 128 registers), 8, 4, then one by one, all of a batch together: left to
+// itself the compiler unrolled one call site by 16 and the other only by
+// 4, and sent a tail of 8 parts one load at a time (H200, 1 KV head
+// 1x8192, 64 parts: 1.7 us slower).  A merge costs dependent L2 round
+// trips, not bandwidth: H200 clock64 stamps of a flat merge of 64 partials
+// of 8 rows, 12.0 us kernel: atomic 0.7 us, LSE step 1.6 us (two rows per
+// warp), loads 3.9 us (eight batches per thread).  Else the compiler's own
+// loop (the attention kernels: a decode item runs there only where no
+// decode kernel serves the layer, and the Hopper prefill kernel has no
+// registers to spare).
+template <class T, int HS, bool BATCH, class Sync>
+__device__ __forceinline__ void merge_tree_step(const AttnParams &p, const AttnItem &it, const AttnReq &rq, int kvh,
+                                                int64_t row0, int64_t step, int n, float *scratch, int nthreads,
+                                                Sync sync, bool to_out) {
+  const int tid = threadIdx.x, rows = it.num_rows, nkv = p.num_kv_heads;
   constexpr int D4 = HS / 4;
-  const int64_t step = static_cast<int64_t>(rows) * nkv;  // between one row's parts
+  // BATCH: a thread loads the first PRE partials of its first output chunk
+  // before the weights are known, so those loads overlap the LSE step (one
+  // L2 round trip less on the critical path of the last CTA).  8 rather
+  // than the 16 of session 8 (chosen on the H100 against none): H200,
+  // same-run A/B in three calls, eager us, 3 rounds each, 16 -> 8 (call 3):
+  // 1x32768 40.94-41.09 -> 40.50-40.56, 8x8192 71.38-71.63 -> 70.91-70.98,
+  // fp8 8x8192 43.02-43.07 -> 42.40-42.58, fp8 4x8192 26.64-26.83 ->
+  // 26.16-26.18, D256 4x8192 72.18-72.59 -> 71.52-71.68; 4 was between the
+  // two; 4 at head size 64, where more registers would cost a resident CTA.
+  constexpr int PRE = !BATCH ? 0 : HS <= 64 ? 4 : 8;
   auto part_o = [&](int r, int d, int j) {  // part j of row r, dims d .. d + 3
-    return __ldcg(reinterpret_cast<const float4 *>(p.ws_o + ((base + r) * nkv + kvh + j * step) * HS + d));
+    return __ldcg(reinterpret_cast<const float4 *>(p.ws_o + ((row0 + r) * nkv + kvh + j * step) * HS + d));
   };
   float4 pre[PRE > 0 ? PRE : 1];
   if constexpr (PRE > 0) {
@@ -346,65 +444,94 @@ __device__ __forceinline__ void merge_split_tile(const AttnParams &p, const Attn
       const int r = tid / D4, d = 4 * (tid - r * D4);
 #pragma unroll
       for (int j = 0; j < PRE; ++j)
-        if (j < parts) pre[j] = part_o(r, d, j);
+        if (j < n) pre[j] = part_o(r, d, j);
     }
   }
-  float *w = scratch;                              // [16][kMaxSelfMergeParts]
-  float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
-  float *row_f = row_lse + 16;                        // [16] output factor
-  // One warp per row: max and sum of exp over the parts.
-  for (int r = warp; r < rows; r += nwarps) {
-    float l0 = -INFINITY, l1 = -INFINITY;
-    const int64_t w0 = (base + r) * nkv + kvh;
-    if (lane < parts) l0 = __ldcg(p.ws_lse + w0 + lane * step);
-    if (lane + 32 < parts) l1 = __ldcg(p.ws_lse + w0 + (lane + 32) * step);
-    const float mx = warp_max(fmaxf(l0, l1));
-    const float e0 = mx == -INFINITY || l0 == -INFINITY ? 0.f : expf(l0 - mx);
-    const float e1 = mx == -INFINITY || l1 == -INFINITY ? 0.f : expf(l1 - mx);
-    const float sum = warp_sum(e0 + e1);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    if (lane < parts) w[r * kMaxSelfMergeParts + lane] = e0 * inv;
-    if (lane + 32 < parts) w[r * kMaxSelfMergeParts + lane + 32] = e1 * inv;
-    if (lane == 0) merged_lse(mx, sum, p.sinks, kvh * G + (it.q_row0 + r) % G, &row_lse[r], &row_f[r]);
-  }
-  sync();
+  merge_weights(p, it, kvh, row0, step, n, scratch, nthreads, sync, to_out);
+  const float *w = scratch;
   for (int e = tid; e < rows * D4; e += nthreads) {
     const int r = e / D4, d = 4 * (e - r * D4);
+    const float *wr = w + r * kMaxSelfMergeParts;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    int j0 = 0;
+    int j = 0;
     if constexpr (PRE > 0) {
       if (e == tid) {  // the first chunk: its first PRE partials are in pre
 #pragma unroll
-        for (int j = 0; j < PRE; ++j) {
-          if (j < parts) {
-            const float wt = w[r * kMaxSelfMergeParts + j];
-            acc.x += wt * pre[j].x;
-            acc.y += wt * pre[j].y;
-            acc.z += wt * pre[j].z;
-            acc.w += wt * pre[j].w;
-          }
-        }
-        j0 = PRE;
+        for (int u = 0; u < PRE; ++u)
+          if (u < n) merge_acc(acc, wr[u], pre[u]);
+        j = PRE;
       }
     }
-    for (int j = j0; j < parts; ++j) {
-      const float wt = w[r * kMaxSelfMergeParts + j];
-      const float4 v = part_o(r, d, j);
-      acc.x += wt * v.x;
-      acc.y += wt * v.y;
-      acc.z += wt * v.z;
-      acc.w += wt * v.w;
+    if constexpr (BATCH) {
+      auto batch = [&](auto u_const) {
+        constexpr int U = decltype(u_const)::value;
+        float4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = part_o(r, d, j + u);
+#pragma unroll
+        for (int u = 0; u < U; ++u) merge_acc(acc, wr[j + u], v[u]);
+        j += U;
+      };
+      if constexpr (HS >= 128) {
+#pragma unroll 1
+        while (j + 16 <= n) batch(std::integral_constant<int, 16>());
+        if (j + 8 <= n) batch(std::integral_constant<int, 8>());
+      } else {
+#pragma unroll 1
+        while (j + 8 <= n) batch(std::integral_constant<int, 8>());
+      }
+      if (j + 4 <= n) batch(std::integral_constant<int, 4>());
+#pragma unroll 1
+      while (j < n) batch(std::integral_constant<int, 1>());
+    } else {
+      for (; j < n; ++j) merge_acc(acc, wr[j], part_o(r, d, j));
     }
-    const float f = row_f[r];
-    const int lr = it.q_row0 + r;
-    const int h = kvh * G + lr % G;
-    const int64_t tok = rq.q_start + lr / G;
-    T *out = static_cast<T *>(p.out) + tok * p.o_stride_tok + static_cast<int64_t>(h) * p.o_stride_head + d;
-    *reinterpret_cast<uint2 *>(out) =
-        make_uint2(Elem<T>::pack2(acc.x * f, acc.y * f), Elem<T>::pack2(acc.z * f, acc.w * f));
-    if (d == 0) store_lse(p, h, tok, row_lse[r]);
+    merge_store<T, HS>(p, it, rq, kvh, row0, r, d, acc, scratch, to_out);
   }
-  if (tid == 0) *ctr = 0;  // re-arm for the next launch (graph replays included)
+}
+
+// The merge of a split tile: flat where the item's group covers the tile,
+// else the item's group first, then the groups' results (parts 0, group,
+// 2 group, ...).  Each merging CTA resets the counter it won.  BATCH: see
+// merge_tree_step (the decode kernel; the attention kernels keep the
+// compiler's loop).
+// sync_at_end: the merging CTA syncs once more after its last read of the
+// scratch, for callers whose threads may write it again without passing
+// another barrier over all of them (the Hopper kernel's staging rows).
+template <class T, int HS, bool BATCH = false, class Sync>
+__device__ __forceinline__ void merge_split_tile(const AttnParams &p, const AttnItem &it, const AttnReq &rq, int kvh,
+                                                 float *scratch, int nthreads, Sync sync, bool sync_at_end = false) {
+  __shared__ int s_last;
+  const int tid = threadIdx.x;
+  const int parts = self_merge_parts(it.merge), idx = self_merge_index(it.merge);
+  const int group = self_merge_group(it.merge);
+  const int rows = it.num_rows, nkv = p.num_kv_heads;
+  const int64_t base = static_cast<int64_t>(it.ws_base) - static_cast<int64_t>(idx) * rows;
+  const int64_t step = static_cast<int64_t>(rows) * nkv;  // between one row's parts
+  int *const tile_ctr = p.merge_counters + static_cast<int64_t>(it.merge_slot) * nkv + kvh;
+  // This step's partials (the item's group, or the whole tile when flat),
+  // then the groups' results (parts 0, group, 2 group, ...): one call site,
+  // so the step's code is inlined once.
+  const bool grouped = group < parts;
+  const int g = grouped ? idx / group : 0;
+  int *ctr = grouped ? tile_ctr + static_cast<int64_t>(1 + g) * nkv : tile_ctr;
+  int64_t row0 = base + static_cast<int64_t>(g) * group * rows, st = step;
+  int n = grouped ? min(group, parts - g * group) : parts;
+  bool to_out = !grouped;
+  if (!merge_arrive_last(ctr, n, &s_last, sync)) return;
+  for (;;) {
+    merge_tree_step<T, HS, BATCH>(p, it, rq, kvh, row0, st, n, scratch, nthreads, sync, to_out);
+    if (tid == 0) *ctr = 0;
+    if (to_out) break;
+    // (merge_arrive_last's first barrier also keeps the scratch until every
+    // thread is done with the group step.)
+    ctr = tile_ctr;
+    row0 = base;
+    st = step * group;
+    n = (parts + group - 1) / group;
+    to_out = true;
+    if (!merge_arrive_last(ctr, n, &s_last, sync)) return;
+  }
   if (sync_at_end) sync();
 }
 

@@ -179,7 +179,7 @@ struct Sm90Shape {
   // Items have attention_rows_per_tile() rows: BM where the plan was built
   // for this kernel, attention_kernel's BM (<= BM) otherwise.
   static_assert(BM >= AttnShape<HS>::BM && BM == kAttnMaxItemRows, "an item's rows fit a unit");
-  static_assert(kOutBytes >= (16 * kMaxSelfMergeParts + 32) * 4, "merge scratch");
+  static_assert(kOutBytes >= kMergeScratchFloats * 4, "merge scratch");
   static_assert(kTileBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
 };
 // Shared memory per CTA: 64 bytes stay for static shared variables.

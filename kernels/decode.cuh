@@ -667,22 +667,11 @@ __device__ __forceinline__ void decode_body(const AttnParams &p, const Sm90KvMap
         if (d == 0) p.ws_lse[wr] = lse;
       }
     }
-    // Partials prefetched by the merging CTA: 8 at head size >= 128, 4 at
-    // 64, where more registers would cost a resident CTA.  8 rather than
-    // the 16 of session 8 (chosen on the H100 against none): H200, same-run
-    // A/B in three calls, eager us, 3 rounds each, 16 -> 8 prefetched
-    // (call 3): 1x32768 40.94-41.09 -> 40.50-40.56, 8x8192 71.38-71.63 ->
-    // 70.91-70.98, fp8 8x8192 43.02-43.07 -> 42.40-42.58, fp8 4x8192
-    // 26.64-26.83 -> 26.16-26.18, D256 4x8192 72.18-72.59 -> 71.52-71.68;
-    // unsplit 32x4096 the same.  fp8 8x8192 has 4 parts, so both issue the
-    // same loads there: the gain is in the merge's code (not profiled).  4
-    // was between the two.  Not measured on the H100.
-    constexpr int kMergePre = HS <= 64 ? 4 : 8;
     if (it.merge != 0) {
 #pragma unroll 1
       for (int h = 0; h < NH; ++h)  // each KV head's tile merges on its own counter
-        merge_split_tile<T, HS, kMergePre>(p, it, rq, kvh + h, reinterpret_cast<float *>(body), S::kThreads,
-                                           [] { __syncthreads(); });
+        merge_split_tile<T, HS, true>(p, it, rq, kvh + h, reinterpret_cast<float *>(body), S::kThreads,
+                                      [] { __syncthreads(); });
     }
   }
 }

@@ -81,15 +81,42 @@ struct AttnReq {
 // rows and writes the final output; else it writes fp32 partials (output
 // normalised by its own sum, and its LSE) to workspace rows
 // (ws_base + row) * num_kv_heads + kv_head, combined by the merge pass.
-// merge = 0, or (parts | part index << 16) when the item is one of `parts`
-// (<= kMaxSelfMergeParts) key splits of a tile whose last CTA to finish
-// merges the partials itself (no plan merge pass for its tokens; both
-// attention kernels do this); merge_slot picks the tile's arrival counter
-// (one per KV head).
+// merge = 0, or self_merge_word(parts, index, group) when the item is one
+// of `parts` (<= kMaxMergeTileParts) key splits of a tile that merges its
+// partials itself (no plan merge pass for its tokens; every attention
+// kernel does this).  group >= parts: the last of the parts to finish
+// merges them all.  group < parts: a tree of two levels, because one CTA
+// merges a few tens of partials slowly (it reads them all from L2 itself):
+// the parts form groups of `group` (the last may hold fewer), the last CTA
+// of each group merges the group into its first part's workspace rows, and
+// the last group to finish merges the groups' results.  merge_slot is the
+// tile's first arrival counter (each counter is one per KV head):
+// merge_slot for the tile, then merge_slot + 1 + g for group g when there
+// are groups.  The counters of a plan number at most its decode items
+// (self_merge_counters).
 struct AttnItem {
   int32_t req, q_row0, num_rows, kv_begin, kv_end, ws_base, merge, merge_slot;
 };
-constexpr int kMaxSelfMergeParts = 64;  // parts of a self-merging tile (<= 2 x warp size)
+constexpr int kMaxSelfMergeParts = 64;   // partials one merge step combines (<= 2 x warp size)
+constexpr int kMaxMergeTileParts = 128;  // parts of a self-merging tile (in groups past kMaxSelfMergeParts)
+// Floats of a merging CTA's scratch before what it stages: the weights
+// [16][kMaxSelfMergeParts] and two stats per row (attention_item.cuh).
+constexpr int kMergeScratchFloats = 16 * kMaxSelfMergeParts + 32;
+// The merge word: parts in bits 0-11, the part's index in 12-23, the group
+// size in 24-30.
+constexpr int32_t self_merge_word(int parts, int index, int group) {
+  return parts | index << 12 | (group < parts ? group : parts) << 24;
+}
+constexpr int self_merge_parts(int32_t w) { return w & 0xfff; }
+constexpr int self_merge_index(int32_t w) { return (w >> 12) & 0xfff; }
+constexpr int self_merge_group(int32_t w) { return (w >> 24) & 0x7f; }
+// Arrival counters a tile of `parts` self-merging parts in groups of
+// `group` uses: 1 + its number of groups when there are several, else 1;
+// at most `parts` for group >= 2 (so a plan's counters number at most its
+// items).
+constexpr int self_merge_counters(int parts, int group) {
+  return group >= parts ? 1 : 1 + (parts + group - 1) / group;
+}
 constexpr int kAttnRowsPerTile = 64;  // the smallest BM of attention_kernel (head size 256)
 constexpr int kAttnMaxItemRows = 128;  // the most rows of an item (the Hopper kernel's BM)
 // Rows per item of the kernel that runs a cache kind and head size on CUDA

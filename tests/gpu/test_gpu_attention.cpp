@@ -137,6 +137,26 @@ TEST(GpuAttention, SplitKvLongDecode) {
     SCOPED_TRACE("self-merging split decode, head size " + std::to_string(c.head_size));
     gt::run_gpu_case(c, {1, 1, 1, 2}, {6000, 300, 2100, 5000}, g, 32);
   }
+  // One KV head, G = 8 (an 8-KV-head model at tensor parallelism 8), with
+  // sinks: a lone long request splits into more than 64 parts by default
+  // (up to kMaxMergeTileParts), which merge in a tree (groups of
+  // kDecMergeGroup parts, then the groups); then split at most 64 ways,
+  // flat, next to a short request that does not split.  Tree merges of
+  // every group size run in gpu-check's testmerge step.
+  {
+    ct::Config c;
+    c.dtype = VATTN_DTYPE_BFLOAT16;
+    c.num_heads = 8;
+    c.num_kv_heads = 1;
+    c.head_size = 128;
+    c.num_threads = 8;
+    c.sinks = true;
+    c.block_size = 32;  // 40000 keys in 1250 blocks (the default options bound a request to 2048 blocks)
+    SCOPED_TRACE("one KV head, tree merge");
+    gt::run_gpu_case(c, {1}, {40000}, g);
+    c.block_size = 16;
+    gt::run_gpu_case(c, {1, 1, 1}, {30000, 17, 12000}, g, 64);
+  }
 }
 
 // The decode kernel at head size 64 (its 128-byte / fp8 64-byte key rows)

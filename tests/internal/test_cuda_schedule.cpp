@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "../metadata/md_util.h"
@@ -58,7 +59,9 @@ int plain_decode_search(const CudaBuilderCfg &c, const std::vector<int64_t> &ran
   };
   int64_t max_range = 0;
   for (int64_t r : ranges) max_range = std::max(max_range, r);
-  const int64_t s_cap = std::max<int64_t>(1, std::min<int64_t>(c.dec_max_splits, max_range / min_keys));
+  int64_t s_cap = std::max<int64_t>(1, std::min<int64_t>(c.dec_max_splits, max_range / min_keys));
+  if (s_cap > 64 && max_range < 128 * 256)  // past 64 parts (a tree merge): ranges of 128 parts of 256 keys
+    s_cap = 64;
   int best = 1;
   int64_t best_cost = -1;
   for (int64_t s = 1; s <= s_cap; ++s) {
@@ -166,8 +169,11 @@ CudaBuilderCfg make_cfg(std::mt19937 &g) {
   c.dec_sat_slots = g() % 2 ? std::min<int32_t>(c.dec_slots, 2 * c.num_sms) : 0;  // 16-bit / fp8 cache
   c.dec_lone = c.dec_sat_slots > 0 && g() % 2 != 0;
   c.dec_rounds = static_cast<int32_t>(g() % 3);
-  c.dec_max_splits = c.dec_heads == 2 ? 32 : 64;
+  c.dec_max_splits = c.dec_heads == 2 ? 32 : kvh == 1 && g() % 2 ? 128 : 64;  // 128: trees past 64 parts
   c.dec_longest_first = g() % 2 != 0;
+  const int merge_groups[] = {0, 2, 3, 8};  // 0: always flat
+  c.dec_merge_group = merge_groups[g() % 4];
+  c.dec_merge_flat = 1 + static_cast<int32_t>(g() % 24);
   c.group = G;
   c.tokens_per_tile = 128 / G;
   vattn::cuda_size_plan(&c);
@@ -211,7 +217,7 @@ Batch make_batch(std::mt19937 &g, const CudaBuilderCfg &c, int64_t num_blocks) {
 TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
   std::mt19937 g(20261123);
   const int64_t num_blocks = 100000;
-  int cascades = 0, splits = 0, self_merges = 0, merge_parts = 0;
+  int cascades = 0, splits = 0, self_merges = 0, grouped_merges = 0, merge_parts = 0;
   for (int trial = 0; trial < 800; ++trial) {
     SCOPED_TRACE(trial);
     const CudaBuilderCfg c = make_cfg(g);
@@ -321,6 +327,7 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
       tiles[{it.req, it.q_row0}].push_back(&it);
     }
     std::vector<int> tok_tiles(static_cast<size_t>(b.qsl.back()), 0);
+    std::set<int32_t> ctr_owner;
     for (auto &kv : tiles) {
       auto &v = kv.second;
       std::sort(v.begin(), v.end(), [](auto *x, auto *y) { return x->kv_begin < y->kv_begin; });
@@ -339,8 +346,33 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
         // One part writes the output; split (or cascade) parts write partials.
         EXPECT_EQ(v[i]->ws_base >= 0, s > 1 || cascade);
         if (v[i]->merge) {
-          EXPECT_EQ(v[i]->merge & 0xffff, s);
+          EXPECT_EQ(kern::self_merge_parts(v[i]->merge), s);
+          EXPECT_EQ(kern::self_merge_index(v[i]->merge), i);
+          EXPECT_EQ(kern::self_merge_group(v[i]->merge), kern::self_merge_group(v[0]->merge));
           EXPECT_EQ(v[i]->merge_slot, v[0]->merge_slot);
+          // The workspace rows of a tile's parts follow each other (the
+          // kernel finds part j at ws_base + (j - index) rows).
+          EXPECT_EQ(v[i]->ws_base, v[0]->ws_base + i * v[0]->num_rows);
+        }
+      }
+      if (v[0]->merge) {  // the tile's arrival counters: its own, in the plan's range
+        const int group = kern::self_merge_group(v[0]->merge);
+        int want_group = s <= c.dec_merge_flat || c.dec_merge_group < 2 ? s : c.dec_merge_group;
+        if (want_group > kern::kMaxSelfMergeParts ||
+            (want_group < s && (s + want_group - 1) / want_group > kern::kMaxSelfMergeParts))
+          want_group = vattn::kDecMergeGroup;
+        want_group = std::min(want_group, s);
+        EXPECT_LE((s + want_group - 1) / want_group, kern::kMaxSelfMergeParts);  // each step's partials
+        EXPECT_LE(want_group, kern::kMaxSelfMergeParts);
+        EXPECT_EQ(group, want_group) << "parts " << s;
+        grouped_merges += group < s;
+        const int n = kern::self_merge_counters(s, group);
+        EXPECT_LE(n, s);
+        for (int k = 0; k < n; ++k) {
+          const int32_t slot = v[0]->merge_slot + k;
+          ASSERT_GE(slot, 0);
+          ASSERT_LT(slot, c.cap_items);
+          ASSERT_TRUE(ctr_owner.insert(slot).second) << "counter " << slot << " of two tiles";
         }
       }
       splits += s > 1;
@@ -441,6 +473,7 @@ TEST(CudaSchedule, RandomBatchesCoverEveryKeyOnce) {
   EXPECT_GT(cascades, 20);
   EXPECT_GT(splits, 50);
   EXPECT_GT(self_merges, 20);
+  EXPECT_GT(grouped_merges, 5);
   EXPECT_GT(merge_parts, 100);
 }
 
@@ -550,11 +583,65 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       // 16-bit plans whose longest part has 256-1023 keys.
       {true, 4, 12, 16384, 5}, {false, 2, 48, 6144, 1}, {false, 4, 7, 3072, 8},
       {false, 2, 7, 4096, 8}, {false, 4, 1, 10000, 32},
+      // Session 34: one KV head splits up to 128 ways (tree merges) where
+      // the range holds 128 parts of 256 keys; two KV heads stay at 64.
+      {false, 1, 1, 32768, 128}, {false, 1, 1, 65536, 128}, {true, 1, 1, 65536, 128},
+      {false, 1, 1, 16384, 64}, {false, 1, 1, 20000, 63}, {false, 1, 2, 65536, 64}, {false, 2, 1, 65536, 64},
   };
   for (const FewHeads &k : few) {
     EXPECT_EQ(splits(cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)
         << (k.fp8 ? "fp8 " : "16-bit ") << k.kv_heads << " KV heads, " << k.n << " x " << k.len;
   }
+}
+
+// A tile of more than kern::kMaxSelfMergeParts parts merges in a tree: one
+// KV head, 8 query heads, one request of 65536 keys takes 128 parts in 16
+// groups of 8, whose merge words, workspace rows and arrival counters the
+// kernels read as launch.h states.
+TEST(CudaSchedule, TreeMergeOfOneKvHead) {
+  vattn_builder_options_t o;
+  vattn_builder_options_init(&o);
+  o.num_heads = 8;
+  o.num_kv_heads = 1;
+  o.head_size = 128;
+  o.block_size = 16;
+  o.max_num_reqs = 8;
+  o.max_num_tokens = 256;
+  o.max_blocks_per_req = 4096;
+  vattn::CudaDeviceFacts d;
+  d.num_sms = 132;
+  d.rows_per_tile = 128;
+  d.dec_ctas_per_sm = 2;
+  const CudaBuilderCfg c = vattn::cuda_builder_cfg(o, d);
+  std::mt19937_64 g(11);
+  const mdt::Batch b = mdt::make_batch(g, {1, 1}, {65536, 300}, 16);
+  vattn::Metadata md;
+  ASSERT_EQ(vattn::metadata_from_desc(b.desc(), "desc", &md), VATTN_OK) << vattn_last_error_message();
+  const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
+  std::vector<char> host(L.meta_end);
+  vattn::CudaScheduleScratch scratch;
+  vattn::CudaSchedule sc;
+  ASSERT_EQ(vattn::cuda_schedule(c, L, host.data(), md, 0, false, &scratch, &sc), VATTN_OK)
+      << vattn_last_error_message();
+  const kern::AttnItem *items = reinterpret_cast<const kern::AttnItem *>(host.data() + L.items);
+  std::vector<const kern::AttnItem *> tile;
+  for (int64_t i = sc.n_gen; i < sc.n_items; ++i)
+    if (items[i].req == 0) tile.push_back(&items[i]);
+  ASSERT_EQ(tile.size(), 128u);
+  std::set<int32_t> slots;
+  for (size_t i = 0; i < tile.size(); ++i) {
+    const kern::AttnItem &it = *tile[i];
+    EXPECT_EQ(kern::self_merge_parts(it.merge), 128);
+    EXPECT_EQ(kern::self_merge_index(it.merge), static_cast<int>(i));
+    EXPECT_EQ(kern::self_merge_group(it.merge), vattn::kDecMergeGroup);
+    EXPECT_EQ(it.merge_slot, tile[0]->merge_slot);
+    EXPECT_EQ(it.ws_base, tile[0]->ws_base + static_cast<int32_t>(i) * 8);
+    EXPECT_EQ(it.kv_end - it.kv_begin, 512);
+  }
+  EXPECT_EQ(kern::self_merge_counters(128, vattn::kDecMergeGroup), 17);
+  // The short request does not split; the counters of the tile stay below
+  // the plan's capacity.
+  EXPECT_LE(tile[0]->merge_slot + 17, c.cap_items);
 }
 
 }  // namespace

@@ -13,8 +13,9 @@
 //   part_list     int32[cap_parts]
 //   block_table   int32[max_num_reqs * max_blocks_per_req] (row stride fixed)
 //   slot_mapping  int64[max_num_tokens]
-//   merge_ctr     int32[max_num_reqs * num_kv_heads] (self-merging decode
-//                 tiles' arrival counters; zero between launches)
+//   merge_ctr     int32[cap_items * num_kv_heads] (self-merging decode
+//                 tiles' arrival counters, at most one per item; zero
+//                 between launches)
 //   unit_ctr      int32[2] (the Hopper kernel's unit claim / exit counters;
 //                 zero between launches)
 //   units         int32[cap_items * num_kv_heads] (the order in which the

@@ -484,8 +484,22 @@ CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDevi
   // 1x32768 29.4-29.7 / 27.7-27.8 / 38.7-38.9, 27.6-27.7; 8x8192 38.3-38.4
   // / 38.3-38.5 / 38.3, 42.5-42.9; 4x8192 26.9 / 27.0-27.1 / 26.0, 26.4-26.5).
   if (c.dec_heads == 2 && o.max_num_splits <= 0) c.dec_max_splits = kDecDefaultMaxSplits / 2;
+  // One KV head (an MQA model, or a GQA model at tensor parallelism as wide
+  // as its KV heads): 64 parts of a long request leave half the SMs idle,
+  // so it may split up to kern::kMaxMergeTileParts ways, merged in a tree
+  // (parts of at least kDecTreeMinKeys keys past 64: search in
+  // cuda_build_schedule).  H200, 8 query heads, kernel us (CUPTI), 64 /
+  // 128 parts: 1x32768 16.5 / 15.5, 1x65536 22.7 / 19.2, 1x131072 34.9 /
+  // 26.8, fp8 1x131072 37.0-37.2 / 24.3; 1x8192 (parts of 64 keys) 12.0 /
+  // 12.9-13.1.  At 2 KV heads 96 or 128 parts lost (1x131072 40.9-41.0 ->
+  // 42.0-42.3).
+  if (c.dec_heads == 1 && o.num_kv_heads == 1 && o.max_num_splits <= 0) c.dec_max_splits = kern::kMaxMergeTileParts;
   if (const char *ck = std::getenv("VATTN_CUDA_DECODE_CTA_KEYS")) c.dec_cta_keys = std::max(0L, std::atol(ck));
   if (const char *mk = std::getenv("VATTN_CUDA_DECODE_MERGE_KEYS")) c.dec_merge_keys = std::max(0L, std::atol(mk));
+  if (const char *mg = std::getenv("VATTN_CUDA_DECODE_MERGE_GROUP"))
+    c.dec_merge_group = std::clamp(std::atoi(mg), 0, kern::kMaxSelfMergeParts);
+  if (const char *mf = std::getenv("VATTN_CUDA_DECODE_MERGE_FLAT"))
+    c.dec_merge_flat = std::clamp(std::atoi(mf), 1, kern::kMaxSelfMergeParts);
   cuda_size_plan(&c);
   return c;
 }
@@ -516,10 +530,10 @@ CudaPlanLayout cuda_plan_layout(const CudaBuilderCfg &c) {
   L.part_list = take(sizeof(int32_t) * c.cap_parts);
   L.block_table = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.max_blocks_per_req);
   L.slot_mapping = take(sizeof(int64_t) * o.max_num_tokens);
-  // Arrival counters of self-merging decode tiles (one tile per request at
-  // most): zeroed at plan creation with the rest of the metadata and never
-  // uploaded.
-  L.merge_ctr = take(sizeof(int32_t) * static_cast<size_t>(o.max_num_reqs) * o.num_kv_heads);
+  // Arrival counters of self-merging decode tiles (at most one per item:
+  // kern::self_merge_counters): zeroed at plan creation with the rest of
+  // the metadata and never uploaded.
+  L.merge_ctr = take(sizeof(int32_t) * static_cast<size_t>(c.cap_items) * o.num_kv_heads);
   L.unit_ctr = take(2 * sizeof(int32_t));  // zeroed, never uploaded, like merge_ctr
   L.units = take(sizeof(int32_t) * static_cast<size_t>(c.cap_items) * o.num_kv_heads);
   L.meta_end = align_up(off, 256);
@@ -684,8 +698,13 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
     int64_t max_range = 0;
     for (const Tile &t : dtiles) max_range = std::max<int64_t>(max_range, t.kv_hi - t.kv_lo);
     auto search = [&](int64_t mk, int64_t *cost) {
-      const int s_cap =
-          static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(c.dec_max_splits, max_range / mk)));
+      int64_t cap = std::max<int64_t>(1, std::min<int64_t>(c.dec_max_splits, max_range / mk));
+      // Past kMaxSelfMergeParts parts (tree merges) only for a range that
+      // fills kMaxMergeTileParts parts of kDecTreeMinKeys keys: 70 parts of
+      // 1x20000 lost to 64 (H200, 1 KV head, kernel 15.13 -> 15.47 us).
+      if (cap > kern::kMaxSelfMergeParts && max_range < kern::kMaxMergeTileParts * kDecTreeMinKeys)
+        cap = kern::kMaxSelfMergeParts;
+      const int s_cap = static_cast<int>(cap);
       return search_decode_splits(c, dtiles, c.dec_longest_first, mk, s_cap, c.cap_items - n_items,
                                   c.ws_rows - ws_next, &scratch->dec_buckets, cost);
     };
@@ -709,8 +728,14 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
       const int s = decode_parts(t.kv_hi - t.kv_lo, best_s, min_keys, &chunk);
       const int32_t rows = t.ntok * G;
       // Split tiles merge themselves in the kernel (the last CTA to finish
-      // combines the partials): no merge pass for their tokens.
-      const bool self_merge = s > 1 && s <= kern::kMaxSelfMergeParts;
+      // combines the partials, or a tree of groups): no merge pass for
+      // their tokens.
+      const bool self_merge = s > 1 && s <= kern::kMaxMergeTileParts;
+      int merge_group = s <= c.dec_merge_flat || c.dec_merge_group < 2 ? s : c.dec_merge_group;
+      // A merge step combines at most kMaxSelfMergeParts partials.
+      if (merge_group > kern::kMaxSelfMergeParts ||
+          (merge_group < s && (s + merge_group - 1) / merge_group > kern::kMaxSelfMergeParts))
+        merge_group = kDecMergeGroup;
       for (int i = 0; i < s; ++i) {
         kern::AttnItem &it = items[n_items++];
         it.req = t.req;
@@ -719,7 +744,7 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
         it.kv_begin = static_cast<int32_t>(t.kv_lo + i * chunk);
         it.kv_end = i + 1 == s ? t.kv_end : static_cast<int32_t>(t.kv_lo + (i + 1) * chunk);
         it.ws_base = s > 1 ? static_cast<int32_t>(ws_next) : -1;
-        it.merge = self_merge ? (s | (i << 16)) : 0;
+        it.merge = self_merge ? kern::self_merge_word(s, i, merge_group) : 0;
         it.merge_slot = self_merge ? merge_slot : 0;
         if (self_merge) {
           ws_next += rows;
@@ -727,7 +752,7 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
           push_partial(reqs[t.req].q_start, t.ntok);
         }
       }
-      if (self_merge) ++merge_slot;
+      if (self_merge) merge_slot += kern::self_merge_counters(s, merge_group);
     }
   }
 

@@ -43,6 +43,12 @@ struct CudaPlanLayout {
 // and the cost of a merge round past kDecMergeRoundParts parts.
 constexpr int64_t kDecCtaOverheadKeys = 128;
 constexpr int64_t kDecMergeRoundKeys = 256;
+// Self-merge tree (cuda_schedule.cpp gives the measurements): group size,
+// the most parts a tile merges flat, and the fewest keys of a part when a
+// tile has more than kern::kMaxSelfMergeParts.
+constexpr int32_t kDecMergeGroup = 8;
+constexpr int32_t kDecMergeFlat = kern::kMaxSelfMergeParts;
+constexpr int64_t kDecTreeMinKeys = 256;
 
 // What a builder fixes at creation (cuda_create_builder fills it from the
 // options and the device).
@@ -79,6 +85,12 @@ struct CudaBuilderCfg {
   // Decode tiles in the order of their key ranges, longest first (the
   // plan's cache is 16-bit; cuda_schedule.cpp says why not for fp8).
   bool dec_longest_first = false;
+  // Self-merging split tiles (kern::AttnItem::merge): a tile of more than
+  // dec_merge_flat parts merges in a tree of groups of dec_merge_group
+  // parts; smaller ones merge flat.  VATTN_CUDA_DECODE_MERGE_GROUP (0 =
+  // always flat) and VATTN_CUDA_DECODE_MERGE_FLAT set them at builder
+  // creation (A/B).
+  int32_t dec_merge_group = kDecMergeGroup, dec_merge_flat = kDecMergeFlat;
   int32_t group = 1, tokens_per_tile = 1;
   int64_t cap_items = 0, ws_rows = 0, cap_parts = 0;  // cuda_size_plan
 };
@@ -95,7 +107,8 @@ struct CudaDeviceFacts {
 // <= the kernels' rows per tile, block_size a multiple of 16) on a device
 // with facts d, sized by cuda_size_plan.  No CUDA call; reads
 // VATTN_CUDA_DECODE_KERNEL, VATTN_CUDA_DECODE_CTA_KEYS,
-// VATTN_CUDA_DECODE_MERGE_KEYS and VATTN_CUDA_DECODE_LONE.
+// VATTN_CUDA_DECODE_MERGE_KEYS, VATTN_CUDA_DECODE_LONE, VATTN_CUDA_DECODE_ROUNDS,
+// VATTN_CUDA_DECODE_MERGE_GROUP and VATTN_CUDA_DECODE_MERGE_FLAT.
 CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDeviceFacts &d);
 
 // Sets c->cap_items, ws_rows and cap_parts from the rest of *c.
