@@ -494,44 +494,57 @@ TEST(CudaSchedule, DecodeCostKeysPerCacheKind) {
   }
 }
 
+// The builder's configuration on an H100 or H200 (132 SMs, two resident
+// decode CTAs per SM, the Hopper kernel's 128-row items): G query heads
+// per KV head, head size 128, block size 16.
+CudaBuilderCfg hopper_cfg(bool fp8, int kv_heads, int G = 4) {
+  vattn_builder_options_t o;
+  vattn_builder_options_init(&o);
+  o.num_heads = G * kv_heads;
+  o.num_kv_heads = kv_heads;
+  o.head_size = 128;
+  o.block_size = 16;
+  o.max_num_reqs = 256;
+  o.max_num_tokens = 8192;
+  o.max_blocks_per_req = 4096;
+  o.kv_cache_dtype = fp8 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_AUTO;
+  vattn::CudaDeviceFacts d;
+  d.num_sms = 132;
+  d.rows_per_tile = 128;
+  d.dec_ctas_per_sm = 2;
+  return vattn::cuda_builder_cfg(o, d);
+}
+
+// The schedule of one decode token per request over contexts `lens`, into
+// *host (the plan's metadata part, laid out by cuda_plan_layout(c)).
+vattn::CudaSchedule decode_schedule(const CudaBuilderCfg &c, const std::vector<int32_t> &lens,
+                                    std::vector<char> *host) {
+  const std::vector<int32_t> qlens(lens.size(), 1);
+  std::mt19937_64 g(7);
+  const mdt::Batch b = mdt::make_batch(g, qlens, lens, 16);
+  vattn::Metadata md;
+  EXPECT_EQ(vattn::metadata_from_desc(b.desc(), "desc", &md), VATTN_OK) << vattn_last_error_message();
+  const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
+  host->assign(L.meta_end, 0);
+  vattn::CudaScheduleScratch scratch;
+  vattn::CudaSchedule sc;
+  EXPECT_EQ(vattn::cuda_schedule(c, L, host->data(), md, 0, false, &scratch, &sc), VATTN_OK)
+      << vattn_last_error_message();
+  return sc;
+}
+
 // The split counts behind the measurements quoted in cuda_schedule.cpp
 // (the builder's configuration on an H100 or H200: 132 SMs, two resident
 // decode CTAs per SM; 32 query / 8 KV heads unless noted, head size 128,
 // block size 16).  A change of the
 // model that moves one of these moves a measured choice: re-measure it.
 TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
-  auto cfg = [](bool fp8, int kv_heads) {  // the builder's configuration on such a device
-    vattn_builder_options_t o;
-    vattn_builder_options_init(&o);
-    o.num_heads = 4 * kv_heads;
-    o.num_kv_heads = kv_heads;
-    o.head_size = 128;
-    o.block_size = 16;
-    o.max_num_reqs = 256;
-    o.max_num_tokens = 8192;
-    o.max_blocks_per_req = 4096;
-    o.kv_cache_dtype = fp8 ? VATTN_KV_CACHE_DTYPE_FP8_E4M3 : VATTN_KV_CACHE_DTYPE_AUTO;
-    vattn::CudaDeviceFacts d;
-    d.num_sms = 132;
-    d.rows_per_tile = 128;  // the Hopper kernel's items
-    d.dec_ctas_per_sm = 2;
-    return vattn::cuda_builder_cfg(o, d);
-  };
   // One decode token per request; contexts lo + (hi - lo) i / (n - 1).
   auto splits = [](const CudaBuilderCfg &c, int n, int32_t lo, int32_t hi) {
-    std::vector<int32_t> qlens(static_cast<size_t>(n), 1), lens;
+    std::vector<int32_t> lens;
     for (int r = 0; r < n; ++r) lens.push_back(n > 1 ? lo + static_cast<int32_t>(int64_t(hi - lo) * r / (n - 1)) : hi);
-    std::mt19937_64 g(7);
-    const mdt::Batch b = mdt::make_batch(g, qlens, lens, 16);
-    vattn::Metadata md;
-    EXPECT_EQ(vattn::metadata_from_desc(b.desc(), "desc", &md), VATTN_OK) << vattn_last_error_message();
-    const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
-    std::vector<char> host(L.meta_end);
-    vattn::CudaScheduleScratch scratch;
-    vattn::CudaSchedule sc;
-    EXPECT_EQ(vattn::cuda_schedule(c, L, host.data(), md, 0, false, &scratch, &sc), VATTN_OK)
-        << vattn_last_error_message();
-    return sc.dec_splits;
+    std::vector<char> host;
+    return decode_schedule(c, lens, &host).dec_splits;
   };
   struct Case {
     bool fp8;
@@ -561,7 +574,7 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       {true, 6, 16384, 16384, 5}, {true, 12, 32768, 32768, 8}, {true, 7, 12288, 12288, 4},
       {true, 12, 3072, 3072, 2}, {false, 7, 65536, 65536, 9},
   };
-  const CudaBuilderCfg c16 = cfg(false, 8), c8 = cfg(true, 8);
+  const CudaBuilderCfg c16 = hopper_cfg(false, 8), c8 = hopper_cfg(true, 8);
   for (const Case &k : cases) {
     EXPECT_EQ(splits(k.fp8 ? c8 : c16, k.n, k.lo, k.hi), k.splits)
         << (k.fp8 ? "fp8 " : "16-bit ") << k.n << " x " << k.lo << "-" << k.hi;
@@ -589,7 +602,7 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
       {false, 1, 1, 16384, 64}, {false, 1, 1, 20000, 63}, {false, 1, 2, 65536, 64}, {false, 2, 1, 65536, 64},
   };
   for (const FewHeads &k : few) {
-    EXPECT_EQ(splits(cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)
+    EXPECT_EQ(splits(hopper_cfg(k.fp8, k.kv_heads), k.n, k.len, k.len), k.splits)
         << (k.fp8 ? "fp8 " : "16-bit ") << k.kv_heads << " KV heads, " << k.n << " x " << k.len;
   }
 }
@@ -599,30 +612,10 @@ TEST(CudaSchedule, DecodeSplitsOfMeasuredShapes) {
 // groups of 8, whose merge words, workspace rows and arrival counters the
 // kernels read as launch.h states.
 TEST(CudaSchedule, TreeMergeOfOneKvHead) {
-  vattn_builder_options_t o;
-  vattn_builder_options_init(&o);
-  o.num_heads = 8;
-  o.num_kv_heads = 1;
-  o.head_size = 128;
-  o.block_size = 16;
-  o.max_num_reqs = 8;
-  o.max_num_tokens = 256;
-  o.max_blocks_per_req = 4096;
-  vattn::CudaDeviceFacts d;
-  d.num_sms = 132;
-  d.rows_per_tile = 128;
-  d.dec_ctas_per_sm = 2;
-  const CudaBuilderCfg c = vattn::cuda_builder_cfg(o, d);
-  std::mt19937_64 g(11);
-  const mdt::Batch b = mdt::make_batch(g, {1, 1}, {65536, 300}, 16);
-  vattn::Metadata md;
-  ASSERT_EQ(vattn::metadata_from_desc(b.desc(), "desc", &md), VATTN_OK) << vattn_last_error_message();
+  const CudaBuilderCfg c = hopper_cfg(false, 1, 8);
+  std::vector<char> host;
+  const vattn::CudaSchedule sc = decode_schedule(c, {65536, 300}, &host);
   const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
-  std::vector<char> host(L.meta_end);
-  vattn::CudaScheduleScratch scratch;
-  vattn::CudaSchedule sc;
-  ASSERT_EQ(vattn::cuda_schedule(c, L, host.data(), md, 0, false, &scratch, &sc), VATTN_OK)
-      << vattn_last_error_message();
   const kern::AttnItem *items = reinterpret_cast<const kern::AttnItem *>(host.data() + L.items);
   std::vector<const kern::AttnItem *> tile;
   for (int64_t i = sc.n_gen; i < sc.n_items; ++i)
