@@ -335,7 +335,7 @@ __device__ __forceinline__ bool merge_arrive_last(int *ctr, int n, int *s_last, 
 
 // The weights of n partials, one warp per row: partial j of row r has its
 // LSE at workspace entry (row0 + r) * num_kv_heads + kvh + j * step.
-// w[r][j] = exp(lse_j - max) / sum; row_lse / row_f: TO_OUT, the merged
+// w[r][j] = exp(lse_j - max) / sum; row_lse / row_f: to_out, the merged
 // row's LSE with the sink and the output factor (merged_lse); else the
 // plain merged LSE and 1.  Ends with sync().
 template <class Sync>
@@ -379,8 +379,8 @@ __device__ __forceinline__ void merge_acc(float4 &acc, float wt, float4 v) {
   acc.w += wt * v.w;
 }
 
-// Writes the merged dims d .. d + 3 of row r: TO_OUT to the output (and the
-// LSE output), else over partial 0's own workspace entry (the group's
+// Writes the merged dims d .. d + 3 of row r: to_out, to the output (and
+// the LSE output), else over partial 0's own workspace entry (the group's
 // result; the thread that writes these dims alone read them, and every LSE
 // read ended at merge_weights' barrier).
 template <class T, int HS>
@@ -406,13 +406,13 @@ __device__ __forceinline__ void merge_store(const AttnParams &p, const AttnItem 
 
 // One step of merge_split_tile: the last CTA of a tile (or group) combines
 // n partials of the tile's rows, partial j of row r at workspace entry
-// (row0 + r) * num_kv_heads + kvh + j * step, into the output (TO_OUT) or
+// (row0 + r) * num_kv_heads + kvh + j * step, into the output (to_out) or
 // over partial 0.  BATCH (the decode kernel): a thread's loads go out in
 // batches of 16 (8 at head size 64, whose decode CTAs fit four per SM in
 // 128 registers), 8, 4, then one by one, all of a batch together: left to
-// itself the compiler unrolled one call site by 16 and the other only by
-// 4, and sent a tail of 8 parts one load at a time (H200, 1 KV head
-// 1x8192, 64 parts: 1.7 us slower).  A merge costs dependent L2 round
+// itself the compiler unrolled this loop by 4 in one build and sent a
+// tail of 8 parts one load at a time in another (H200, 1 KV head 1x8192,
+// 64 parts: up to 5 us slower).  A merge costs dependent L2 round
 // trips, not bandwidth: H200 clock64 stamps of a flat merge of 64 partials
 // of 8 rows, 12.0 us kernel: atomic 0.7 us, LSE step 1.6 us (two rows per
 // warp), loads 3.9 us (eight batches per thread).  Else the compiler's own

@@ -85,11 +85,12 @@ struct AttnReq {
 // of `parts` (<= kMaxMergeTileParts) key splits of a tile that merges its
 // partials itself (no plan merge pass for its tokens; every attention
 // kernel does this).  group >= parts: the last of the parts to finish
-// merges them all.  group < parts: a tree of two levels, because one CTA
-// merges a few tens of partials slowly (it reads them all from L2 itself):
-// the parts form groups of `group` (the last may hold fewer), the last CTA
-// of each group merges the group into its first part's workspace rows, and
-// the last group to finish merges the groups' results.  merge_slot is the
+// merges them all.  group < parts: a tree of two levels, since one merge
+// step combines at most kMaxSelfMergeParts partials: the parts form groups
+// of `group` (the last may hold fewer), the last CTA of each group merges
+// the group into its first part's workspace rows, and the last group to
+// finish merges the groups' results.  The builder keeps group and the
+// number of groups <= kMaxSelfMergeParts.  merge_slot is the
 // tile's first arrival counter (each counter is one per KV head):
 // merge_slot for the tile, then merge_slot + 1 + g for group g when there
 // are groups.  The counters of a plan number at most its decode items
@@ -99,11 +100,11 @@ struct AttnItem {
 };
 constexpr int kMaxSelfMergeParts = 64;   // partials one merge step combines (<= 2 x warp size)
 constexpr int kMaxMergeTileParts = 128;  // parts of a self-merging tile (in groups past kMaxSelfMergeParts)
-// Floats of a merging CTA's scratch before what it stages: the weights
+// Floats of a merging CTA's shared scratch: the weights
 // [16][kMaxSelfMergeParts] and two stats per row (attention_item.cuh).
 constexpr int kMergeScratchFloats = 16 * kMaxSelfMergeParts + 32;
 // The merge word: parts in bits 0-11, the part's index in 12-23, the group
-// size in 24-30.
+// size in 24-30 (<= kMaxSelfMergeParts, so bit 31 stays clear).
 constexpr int32_t self_merge_word(int parts, int index, int group) {
   return parts | index << 12 | (group < parts ? group : parts) << 24;
 }
