@@ -65,6 +65,10 @@ def issue_shapes():
     # Prefill at head size 256 (Gemma-style heads; no issue target).
     for B, L in [(16, 1024), (4, 4096)]:
         out.append(shape("prefill-D256-causal-%dx%d" % (B, L), "prefill", B, L, head_size=256))
+    # Decode on one KV head, 8 query heads: an 8-KV-head model at tensor parallelism 8 (no issue
+    # target; last, so that a spent time budget skips these first).
+    for B, L in [(1, 32768), (1, 131072), (32, 4096)]:
+        out.append(shape("decode-kv1-%dx%d" % (B, L), "decode", B, L, heads=8, kv_heads=1))
     return out
 
 
@@ -87,6 +91,8 @@ def shape_label(s):
         return "%d prefill x %d @%d + %d decode @%d" % (s["prefills"], s["chunk"], s["prefill_ctx"],
                                                         s["decodes"], s["decode_ctx"])
     extra = []
+    if (s["heads"], s["kv_heads"]) != (32, 8):
+        extra.append("%d/%d heads" % (s["heads"], s["kv_heads"]))
     if s["head_size"] != 128:
         extra.append("D%d" % s["head_size"])
     if s["kv_dtype"] != "auto":
