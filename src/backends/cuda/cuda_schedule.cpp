@@ -487,8 +487,9 @@ CudaBuilderCfg cuda_builder_cfg(const vattn_builder_options_t &o, const CudaDevi
   // One KV head (an MQA model, or a GQA model at tensor parallelism as wide
   // as its KV heads): 64 parts of a long request leave half the SMs idle,
   // so it may split up to kern::kMaxMergeTileParts ways, merged in a tree
-  // (parts of at least kDecTreeMinKeys keys past 64: search in
-  // cuda_build_schedule).  H200, 8 query heads, kernel us (CUPTI), 64 /
+  // (past 64 parts only where the longest range holds kMaxMergeTileParts
+  // parts of kDecTreeMinKeys keys: the search in cuda_schedule).  H200, 8
+  // query heads, kernel us (CUPTI), 64 /
   // 128 parts: 1x32768 16.5 / 15.5, 1x65536 22.7 / 19.2, 1x131072 34.9 /
   // 26.8, fp8 1x131072 37.0-37.2 / 24.3; 1x8192 (parts of 64 keys) 12.0 /
   // 12.9-13.1.  At 2 KV heads 96 or 128 parts lost (1x131072 40.9-41.0 ->
