@@ -346,7 +346,6 @@ __device__ __forceinline__ void merge_weights(const AttnParams &p, const AttnIte
   float *w = scratch;                                  // [16][kMaxSelfMergeParts]
   float *row_lse = scratch + 16 * kMaxSelfMergeParts;  // [16]
   float *row_f = row_lse + 16;                         // [16] output factor
-  static_assert(16 * kMaxSelfMergeParts + 32 == kMergeScratchFloats, "merge scratch layout");
   for (int r = warp; r < it.num_rows; r += nwarps) {
     float l0 = -INFINITY, l1 = -INFINITY;
     const int64_t w0 = (row0 + r) * p.num_kv_heads + kvh;
