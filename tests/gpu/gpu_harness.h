@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -189,7 +190,8 @@ inline vattn_status_t make_gpu_objs(const ct::Problem &p, GpuObjs *o, int32_t ma
   bo.block_size = c.block_size;
   bo.max_num_reqs = 64;
   bo.max_num_tokens = 4096;
-  bo.max_blocks_per_req = 512;
+  // Room for the problem's block-table width (at least 512, the default tests' need).
+  bo.max_blocks_per_req = static_cast<int32_t>(std::max<int64_t>(512, p.cols));
   bo.max_num_splits = max_num_splits;
   bo.kv_cache_dtype = c.builder_kv_cache_dtype >= 0 ? c.builder_kv_cache_dtype : c.kv_cache_dtype;
   vattn_builder_t *b = nullptr;

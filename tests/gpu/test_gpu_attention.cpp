@@ -151,7 +151,7 @@ TEST(GpuAttention, SplitKvLongDecode) {
     c.head_size = 128;
     c.num_threads = 8;
     c.sinks = true;
-    c.block_size = 32;  // 40000 keys in 1250 blocks (the default options bound a request to 2048 blocks)
+    c.block_size = 32;  // 40000 keys in 1250 blocks
     SCOPED_TRACE("one KV head, tree merge");
     gt::run_gpu_case(c, {1}, {40000}, g);
     c.block_size = 16;
