@@ -9,6 +9,7 @@
 //                         prefill chunks of 64 (issue 5's host batch)
 //   ScheduleDecode256x2k  256 decodes at 2048 keys
 //   ScheduleDecode1x1k    one decode at 1024 keys
+//   ScheduleDecode1x128kKv1  one decode at 131072 keys, 8 / 1 heads
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -21,16 +22,16 @@
 
 namespace {
 
-vattn::CudaBuilderCfg h100_cfg() {
+vattn::CudaBuilderCfg h100_cfg(int32_t heads = 32, int32_t kv_heads = 8, int32_t max_blocks = 256) {
   vattn_builder_options_t o;
   vattn_builder_options_init(&o);
-  o.num_heads = 32;
-  o.num_kv_heads = 8;
+  o.num_heads = heads;
+  o.num_kv_heads = kv_heads;
   o.head_size = 128;
   o.block_size = 16;
   o.max_num_reqs = 256;
   o.max_num_tokens = 8192;
-  o.max_blocks_per_req = 256;
+  o.max_blocks_per_req = max_blocks;
   vattn::CudaDeviceFacts d;  // what cuda_create_builder reads on an H100
   d.num_sms = 132;
   d.rows_per_tile = 128;
@@ -48,8 +49,7 @@ vattn::Metadata make_md(const vattn_metadata_desc_t &d) {
   return md;
 }
 
-void run(benchmark::State &state, const vattn::Metadata &md) {
-  const vattn::CudaBuilderCfg c = h100_cfg();
+void run(benchmark::State &state, const vattn::Metadata &md, const vattn::CudaBuilderCfg &c = h100_cfg()) {
   const vattn::CudaPlanLayout L = vattn::cuda_plan_layout(c);
   std::vector<char> host(L.meta_end);
   vattn::CudaScheduleScratch scratch;
@@ -72,19 +72,24 @@ void BM_Schedule256Mixed(benchmark::State &state) {
   run(state, md);
 }
 
-// n decodes at `len` keys, table of 256 columns (block ids i + 1, shuffled
-// rows are irrelevant to the host work).
-vattn::Metadata decode_md(int64_t n, int32_t len) {
-  static std::vector<int32_t> qsl, seq, table;
-  static std::vector<int64_t> slots;
+// n decodes at `len` keys, table of `cols` columns (block ids i + 1,
+// shuffled rows are irrelevant to the host work).  Each call's arrays live
+// as long as the process (the returned metadata borrows them).
+vattn::Metadata decode_md(int64_t n, int32_t len, int64_t cols = 256) {
+  static std::vector<std::vector<int32_t>> keep32;
+  static std::vector<std::vector<int64_t>> keep64;
+  keep32.resize(keep32.size() + 3);
+  keep64.resize(keep64.size() + 1);
+  std::vector<int32_t> &qsl = keep32[keep32.size() - 3], &seq = keep32[keep32.size() - 2],
+                       &table = keep32.back();
+  std::vector<int64_t> &slots = keep64.back();
   qsl.assign(1, 0);
   seq.assign(static_cast<size_t>(n), len);
-  table.resize(static_cast<size_t>(n * 256));
+  table.resize(static_cast<size_t>(n * cols));
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i + 1);
-  slots.clear();
   for (int64_t r = 0; r < n; ++r) {
     qsl.push_back(qsl.back() + 1);
-    slots.push_back(int64_t(table[r * 256 + (len - 1) / 16]) * 16 + (len - 1) % 16);
+    slots.push_back(int64_t(table[r * cols + (len - 1) / 16]) * 16 + (len - 1) % 16);
   }
   vattn_metadata_desc_t d;
   vattn_metadata_desc_init(&d);
@@ -94,7 +99,7 @@ vattn::Metadata decode_md(int64_t n, int32_t len) {
   d.seq_lens = seq.data();
   d.block_table = table.data();
   d.block_table_rows = n;
-  d.block_table_cols = 256;
+  d.block_table_cols = cols;
   d.slot_mapping = slots.data();
   d.slot_mapping_len = n;
   d.block_size = 16;
@@ -112,9 +117,17 @@ void BM_ScheduleDecode1x1k(benchmark::State &state) {
   run(state, md);
 }
 
+// One request of 131072 keys on one KV head (8 / 1 heads, a table of 8192
+// columns): the longest host row to stage, split up to 128 ways.
+void BM_ScheduleDecode1x128kKv1(benchmark::State &state) {
+  static const vattn::Metadata md = decode_md(1, 131072, 8192);
+  run(state, md, h100_cfg(8, 1, 8192));
+}
+
 }  // namespace
 
 BENCHMARK(BM_Schedule256Mixed)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScheduleDecode256x2k)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScheduleDecode1x1k)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ScheduleDecode1x128kKv1)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

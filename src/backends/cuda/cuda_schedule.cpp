@@ -69,6 +69,10 @@ int split_parts(int64_t range, int64_t s, int64_t min_keys, int64_t *chunk) {
   // much on common x86 cores, and the decode search runs this per tile):
   // range <= INT32_MAX, s <= max splits, so no sum below wraps.
   const uint32_t r = static_cast<uint32_t>(range);
+  if (s <= 1) {  // one part: no division (most tiles of an unsplit plan)
+    *chunk = r;
+    return 1;
+  }
   uint32_t st = static_cast<uint32_t>(
       std::min<int64_t>(s, std::max<uint32_t>(1, r / static_cast<uint32_t>(min_keys))));
   uint32_t ch = r;
@@ -584,7 +588,13 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
       int64_t hi = q.kv_len;
       if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + q.q_len);
       hi = std::max<int64_t>(hi, 0);
-      dtiles.push_back(Tile{static_cast<int32_t>(r), 0, q.q_len, 0, static_cast<int32_t>(hi), q.kv_len});
+      Tile &t = dtiles.emplace_back();  // fields stored in place: a braced temporary
+      t.req = static_cast<int32_t>(r);   // went through the stack (narrow stores, wide reload)
+      t.tok0 = 0;
+      t.ntok = q.q_len;
+      t.kv_lo = 0;
+      t.kv_hi = static_cast<int32_t>(hi);
+      t.kv_end = q.kv_len;
       continue;
     }
     for (int32_t t0 = 0; t0 < q.q_len; t0 += tpt) {
