@@ -588,8 +588,11 @@ vattn_status_t cuda_schedule(const CudaBuilderCfg &c, const CudaPlanLayout &L, c
       int64_t hi = q.kv_len;
       if (q.causal) hi = std::min<int64_t>(hi, static_cast<int64_t>(q.q_pos0) + q.q_len);
       hi = std::max<int64_t>(hi, 0);
-      Tile &t = dtiles.emplace_back();  // fields stored in place: a braced temporary
-      t.req = static_cast<int32_t>(r);   // went through the stack (narrow stores, wide reload)
+      // Fields stored in place: a braced temporary went through the stack
+      // (4-byte stores, then a 16-byte reload: a failed store forward per
+      // request; docs/benchmarks.md, host section, session 35).
+      Tile &t = dtiles.emplace_back();
+      t.req = static_cast<int32_t>(r);
       t.tok0 = 0;
       t.ntok = q.q_len;
       t.kv_lo = 0;
