@@ -73,19 +73,11 @@ void BM_Schedule256Mixed(benchmark::State &state) {
 }
 
 // n decodes at `len` keys, table of `cols` columns (block ids i + 1,
-// shuffled rows are irrelevant to the host work).  Each call's arrays live
-// as long as the process (the returned metadata borrows them).
+// shuffled rows are irrelevant to the host work).  The metadata keeps its
+// own copies of the arrays.
 vattn::Metadata decode_md(int64_t n, int32_t len, int64_t cols = 256) {
-  static std::vector<std::vector<int32_t>> keep32;
-  static std::vector<std::vector<int64_t>> keep64;
-  keep32.resize(keep32.size() + 3);
-  keep64.resize(keep64.size() + 1);
-  std::vector<int32_t> &qsl = keep32[keep32.size() - 3], &seq = keep32[keep32.size() - 2],
-                       &table = keep32.back();
-  std::vector<int64_t> &slots = keep64.back();
-  qsl.assign(1, 0);
-  seq.assign(static_cast<size_t>(n), len);
-  table.resize(static_cast<size_t>(n * cols));
+  std::vector<int32_t> qsl(1, 0), seq(static_cast<size_t>(n), len), table(static_cast<size_t>(n * cols));
+  std::vector<int64_t> slots;
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i + 1);
   for (int64_t r = 0; r < n; ++r) {
     qsl.push_back(qsl.back() + 1);
