@@ -143,8 +143,10 @@ struct Sm90Shape {
   // stages.  48 keys in 3 stages made ptxas spill inside the key loop (the
   // consumers' registers: O 128 + S 24 + P 12 + the unit's state) and ran
   // 1.3-1.4x slower (H100, causal 16x1024 1031-1034 against 795-802 us,
-  // 4x4096 3477 against 2467-2493); 32 keys spill 80 bytes of per-unit
-  // state around it.
+  // 4x4096 3477 against 2467-2493).  Again with the Q descriptor in shared
+  // memory (below), H200: 48 keys in 3 stages 1.26-1.37x slower, 64 keys in
+  // 2 stages 1.04x slower on 32x512 and 16x1024, 0.98-0.99x on 4x4096 and
+  // 1x16384.
   static constexpr bool kQSmem = HS > 128;
   static constexpr int kQBufs = kQSmem ? 1 : 2;
   static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? 32 : FP8 ? 64 : 96,
@@ -939,10 +941,25 @@ __global__ void __launch_bounds__(384, 1)
   // per-warpgroup tile skipping: a warpgroup that sees none of a tile
   // multiplies it and masks it all), so the MMAs stay asynchronous.
   // Q of the warpgroup's 64 rows as the K-major A operand (kQSmem): the
-  // same layout as K, rows 64 cwg .. of the unit's Q buffer.
+  // same layout as K, rows 64 cwg .. of the unit's Q buffer.  Its
+  // descriptor's low word sits in shared memory, one word per consumer
+  // warp, and each S product reloads it (volatile: not hoisted into a
+  // register).  Kept in a register it was spilled with the warpgroup index
+  // and the barrier id (ptxas: 140 B stores / 128 B loads, 6 STL + 2 LDL
+  // per key tile; Nsight Compute, causal 4x4096: 4.4 M local loads, 12.6 M
+  // local stores); this way ptxas spills nothing.  H200, same-run A/B
+  // (scripts/gpu-ab), eager us, 3 rounds, causal: 32x512 404.1-405.7 ->
+  // 387.5-388.1, 16x1024 659.9-661.3 -> 647.0, 4x4096 2397-2478 ->
+  // 2363-2405, 1x16384 9392-9483 -> 9303-9323.
   const int cwg = tid >> 7;
-  const uint32_t dQ0 = static_cast<uint32_t>(wgmma_desc(smem_u32(sQ) + cwg * 64 * 128, 16, 1024));
+  __shared__ uint32_t s_dq0[S::kConsumers / 32];
+  if constexpr (kQSmem) {
+    if (lane == 0) s_dq0[warp] = static_cast<uint32_t>(wgmma_desc(smem_u32(sQ) + cwg * 64 * 128, 16, 1024));
+    __syncwarp();
+  }
   auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers or kQSmem)
+    uint32_t dQ0 = 0;
+    if constexpr (kQSmem) dQ0 = *static_cast<volatile uint32_t *>(&s_dq0[warp]);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
