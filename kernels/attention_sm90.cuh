@@ -145,10 +145,12 @@ struct Sm90Shape {
   // 1.3-1.4x slower (H100, causal 16x1024 1031-1034 against 795-802 us,
   // 4x4096 3477 against 2467-2493).  With nothing spilled in the key loop
   // (H200, same-run A/B): 48 keys in 3 stages still 1.32-1.41x slower, the
-  // consumers waiting for full tiles (a key step holds two stages, so the
-  // producer has one tile of lookahead); 64 keys in 2 stages 1.05-1.07x
-  // slower on causal 32x512 and 16x1024, even to 1.5% faster on 4x4096 and
-  // 1x16384 (docs/benchmarks.md, "H200, session 36").
+  // consumers waiting for full tiles, but that build's second loader warp
+  // walked its 32-row cp.async loop on every tile (its upper 16 rows lie
+  // past a 48-key tile, so its ballot never showed two TMA segments):
+  // untimed without that; 64 keys in 2 stages 1.05-1.07x slower on causal
+  // 32x512 and 16x1024, even to 1.5% faster on 4x4096 and 1x16384
+  // (docs/benchmarks.md, "H200, session 36").
   static constexpr bool kQSmem = HS > 128;
   static constexpr int kQBufs = kQSmem ? 1 : 2;
   static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? 32 : FP8 ? 64 : 96,
