@@ -60,13 +60,11 @@ def loops(text, min_len=300):
     return found
 
 
-def read_csv(path_or_text):
-    if "\n" in path_or_text:
-        f = io.StringIO(path_or_text)
-    elif path_or_text.endswith(".gz"):
-        f = gzip.open(path_or_text, "rt")
-    else:
-        f = open(path_or_text)
+def open_csv(path):
+    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+
+
+def read_csv(f):
     rows = list(csv.reader(f))
     # The first row names the kernel; the header row is the one with the sample column.
     hi = next(i for i, r in enumerate(rows) if SAMPLES in r)
@@ -83,8 +81,8 @@ def num(s):
         return 0.0
 
 
-def stalls(path_or_text, top=25, ranges=()):
-    col, data = read_csv(path_or_text)
+def stalls(f, top=25, ranges=()):
+    col, data = read_csv(f)
     base = int(data[0][col["Address"]], 16)
     rows = [(int(r[col["Address"]], 16) - base, num(r[col[SAMPLES]]),
              num(r[col["Instructions Executed"]]) if "Instructions Executed" in col else 0.0,
@@ -104,7 +102,7 @@ def main(argv):
     if len(argv) >= 2 and argv[1] == "stalls":
         top = int(argv[argv.index("--top") + 1]) if "--top" in argv else 25
         ranges = [tuple(int(x, 16) for x in argv[i + 1].split("-")) for i, a in enumerate(argv) if a == "--range"]
-        total, best, sums = stalls(argv[2], top, ranges)
+        total, best, sums = stalls(open_csv(argv[2]), top, ranges)
         print("samples: %d" % total)
         for off, smp, ex, src in best:
             print("%#7x %7d %5.1f%% %10d  %s" % (off, smp, 100 * smp / total, ex, src[:90]))
@@ -145,7 +143,7 @@ def selftest():
     assert (s, e, n) == (0x10, 0x50, 5), got
     assert cnt == {"HGMMA": 1, "STL": 1, "LDL": 1, "BAR": 1, "LDS": 0, "LDG": 0, "SYNCS": 0}, cnt
     assert [x[:3] for x in loops(SAMPLE_SASS, min_len=2)] == [(0x10, 0x50, 5), (0x60, 0x70, 2)]
-    total, best, sums = stalls(SAMPLE_CSV, top=2, ranges=[(0x10, 0x20)])
+    total, best, sums = stalls(io.StringIO(SAMPLE_CSV), top=2, ranges=[(0x10, 0x20)])
     assert total == 40, total
     assert [(b[0], b[1]) for b in best] == [(0x10, 30), (0x20, 9)], best
     assert sums == [(0x10, 0x20, 39)], sums
