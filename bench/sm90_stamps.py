@@ -116,11 +116,7 @@ KERNEL_EDITS = [
         wgmma_fence_regs(o);
         wgmma_fence_regs(pa);
         turn_sync();
-        wgmma_fence();
-        issue_s(g);
-        issue_pv(prev, t == 1);  // under this tile's softmax
-        turn_arrive();
-        wgmma_wait<1>();""",
+        wgmma_fence();""",
      """      pack_p();
       advance();
       XP_SET(u, 3, XP_NOW());
@@ -136,19 +132,25 @@ KERNEL_EDITS = [
         turn_sync();
         xa = XP_NOW();
         xw_turn += xa - xb;
-        wgmma_fence();
-        issue_s(g);
-        issue_pv(prev, t == 1);  // under this tile's softmax
-        turn_arrive();
-        xb = XP_NOW();
-        wgmma_wait<1>();
-        xw_s += XP_NOW() - xb;"""),
-    ("""        const bool rescale = softmax_tile(t, alpha);
-        wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free""",
-     """        const bool rescale = softmax_tile(t, alpha);
-        const int xc = XP_NOW();
-        wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free
-        xw_pv += XP_NOW() - xc;"""),
+        wgmma_fence();"""),
+    # The in-loop S / P V waits are stamped in the S-first order (head sizes
+    # 64 and 128); the head-size-256 branch (P V first) is left unstamped.
+    ("""          issue_s(g);
+          issue_pv(prev, t == 1);  // under this tile's softmax
+          turn_arrive();
+          wgmma_wait<1>();""",
+     """          issue_s(g);
+          issue_pv(prev, t == 1);  // under this tile's softmax
+          turn_arrive();
+          xb = XP_NOW();
+          wgmma_wait<1>();
+          xw_s += XP_NOW() - xb;"""),
+    ("""          rescale = softmax_tile(t, alpha);
+          wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free""",
+     """          rescale = softmax_tile(t, alpha);
+          const int xc = XP_NOW();
+          wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free
+          xw_pv += XP_NOW() - xc;"""),
     ("""      const UnitSlot &nx = unit_slot(u + 1);
       more = nx.ntiles != 0;
       if (more) wait_tile(nx.fence_from == 0);""",

@@ -139,22 +139,23 @@ struct Sm90Shape {
   // 3 -> 64 x 4: see docs/benchmarks.md).
   // Head size 256: O takes 128 registers per consumer thread, so Q stays in
   // shared memory (the S product reads it by descriptor; in registers it
-  // would take 64 more), in one buffer, and key tiles are 32 keys in 4
-  // stages.  48 keys in 3 stages made ptxas spill inside the key loop (the
-  // consumers' registers: O 128 + S 24 + P 12 + the unit's state) and ran
-  // 1.3-1.4x slower (H100, causal 16x1024 1031-1034 against 795-802 us,
-  // 4x4096 3477 against 2467-2493).  With nothing spilled in the key loop
-  // (H200, same-run A/B): 48 keys in 3 stages still 1.32-1.41x slower, the
-  // consumers waiting for full tiles, but that build's second loader warp
-  // walked its 32-row cp.async loop on every tile (its upper 16 rows lie
-  // past a 48-key tile, so its ballot never showed two TMA segments):
-  // untimed without that; 64 keys in 2 stages 1.05-1.07x slower on causal
-  // 32x512 and 16x1024, even to 1.5% faster on 4x4096 and 1x16384
-  // (docs/benchmarks.md, "H200, session 36").
+  // would take 64 more), in one buffer, and key tiles are 48 keys in 3
+  // stages (16-bit caches; 208 KB with Q).  The second loader warp then
+  // owns rows 32..47 only: its upper half-warp counts as a TMA segment
+  // (nothing to copy; see load_tile).  Before that fix, that warp walked
+  // its 32-row cp.async loop on every tile and 48 x 3 ran 1.3-1.4x slower
+  // than 32 x 4 (H100 sessions 29 / 30, H200 session 36), the consumers
+  // waiting for full tiles (28.5% of stall samples, against 8.5%).  H200,
+  // same-run A/B (scripts/gpu-ab, eager us, 2 rounds, causal), 32 x 4 ->
+  // 48 x 3 with P V before S (see the key loop): 32x512 388.7-389.1 ->
+  // 380.1-380.7, 16x1024 649.2-649.8 -> 574.7-575.3, 4x4096 2285-2352 ->
+  // 1760-2034, 1x16384 9147-9155 -> 7452-7467; 64 x 2 with P V before S:
+  // 412 / 665 / 2204-2241 / 8625-8629 (docs/benchmarks.md, "H200, session
+  // 37").
   static constexpr bool kQSmem = HS > 128;
   static constexpr int kQBufs = kQSmem ? 1 : 2;
-  static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? 32 : FP8 ? 64 : 96,
-                       kStages = FP8 || HS == 256 ? 4 : 3;
+  static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? (FP8 ? 32 : 48) : FP8 ? 64 : 96,
+                       kStages = FP8 ? 4 : 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
   // kSched: the producer's last warp copies no K / V rows (BN <= 96 keys,
   // 16-bit caches), so it is the scheduler: it claims and prepares the units
@@ -632,15 +633,16 @@ __global__ void __launch_bounds__(384, 1)
 
     // Copies.  Q: warp pw copies rows [32 pw, 32 pw + 32) (and the row
     // groups kLoaders / 32 further on, where fewer warps copy).  K / V: the
-    // warps pw < BN / 32 own rows [32 pw, 32 pw + 32) of a tile, lane l key
-    // 32 pw + l, in two 16-key segments (lanes 0..15, 16..31).  A segment of
+    // warps with 32 pw < BN own rows [32 pw, 32 pw + 32) of a tile (the last
+    // one's upper 16 lie past a 48-key tile), lane l key 32 pw + l, in two
+    // 16-key segments (lanes 0..15, 16..31).  A segment of
     // 16 valid keys in one cache block goes by TMA (its first lane issues
     // it); the other rows by cp.async, zero-filled past the tile's keys.  A
     // cp.async step covers LPR rows of CH chunks, lane -> (row cr + LPR i,
     // chunk cc), so each row is read by CH consecutive lanes (coalesced);
     // row addresses are computed once by the row's lane and taken by shuffle.
     constexpr int LPR = 32 / CH;
-    static_assert(BN % 32 == 0 && 32 % CH == 0, "producer copy split");
+    static_assert(BN % 16 == 0 && 32 % CH == 0, "producer copy split");
     const int cc = lane % CH, cr = lane / CH;
     const bool row_warp = pw * 32 < BN;
 
@@ -739,7 +741,10 @@ __global__ void __launch_bounds__(384, 1)
       const uint32_t dk = aKV + st * 2 * S::kTileBytes, dv = dk + S::kTileBytes;
       const int kr = pw * 32 + lane;  // this lane's row
       const bool lead = maps.use != 0 && (lane & 15) == 0 && kr + 16 <= tk.nv && tk.slot + 16 <= maps.seg_rows;
-      const unsigned tm = __ballot_sync(0xffffffffu, lead);  // bit 0 / 16: segment by TMA
+      // Bit 0 / 16: that segment goes by TMA, or (BN % 32 == 16, the last
+      // row warp's upper half) lies past the tile: no cp.async rows either.
+      const unsigned past = BN % 32 != 0 && pw * 32 + 16 >= BN ? 0x10000u : 0u;
+      const unsigned tm = __ballot_sync(0xffffffffu, lead) | past;
       if (lead) {
         mbar_expect_tx(bar_full(st), 2 * 16 * HS * 2);
 #pragma unroll
@@ -963,7 +968,7 @@ __global__ void __launch_bounds__(384, 1)
   }
   auto issue_s = [&](int gt) {  // S = Q K^T of the tile in stage gt (Q from registers or kQSmem)
     uint32_t dQ0 = 0;
-    if constexpr (kQSmem) dQ0 = *static_cast<volatile uint32_t *>(&s_dq0[warp]);
+    if constexpr (kQSmem) dQ0 = *static_cast<volatile uint32_t *>(&s_dq0[tid_x_now() >> 5]);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk) {
       const uint32_t koff = ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4;
@@ -1050,8 +1055,15 @@ __global__ void __launch_bounds__(384, 1)
   // (TFLOP/s, 3 rounds): causal 16x1024 398.8-399.5 -> 401.6-406.8,
   // 1x16384 617-631 -> 631-633, head size 64 16x1024 259-263 -> 266-270,
   // non-causal 4x4096 597-604 -> 604-605.
-  auto turn_sync = [&]() { named_barrier_sync(3 + cwg, S::kConsumers); };
-  auto turn_arrive = [&]() { named_barrier_arrive(4 - cwg, S::kConsumers); };
+  // kQSmem: the warpgroup index is reread from %tid.x at each turn (with
+  // 48-key tiles ptxas spilled it, 2 STL + 1 LDL per key tile); head sizes
+  // 64 and 128 keep cwg (their SASS unchanged).
+  auto turn_wg = [&]() {
+    if constexpr (kQSmem) return tid_x_now() >> 7;
+    else return cwg;
+  };
+  auto turn_sync = [&]() { named_barrier_sync(3 + turn_wg(), S::kConsumers); };
+  auto turn_arrive = [&]() { named_barrier_arrive(4 - turn_wg(), S::kConsumers); };
   if (cwg == 1) named_barrier_arrive(3, S::kConsumers);
   const bool any = unit_slot(0).ntiles != 0;
   if (any) wait_tile(ring[0].fence_from == 0);
@@ -1141,17 +1153,38 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence_regs(pa);
         turn_sync();
         wgmma_fence();
-        issue_s(g);
-        issue_pv(prev, t == 1);  // under this tile's softmax
-        turn_arrive();
-        wgmma_wait<1>();
-        wgmma_fence_regs(s);
-        if (kQSmem && t == ntiles - 1) q_release(u);  // the unit's last S product landed
-        const bool rescale = softmax_tile(t, alpha);
-        wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free
-        wgmma_fence_regs(o);
-        wgmma_fence_regs(pa);
-        release(prev);
+        bool rescale;
+        if constexpr (kQSmem) {
+          // Head size 256 (3 stages): P V(t - 1) goes first and its stage
+          // is released as soon as it lands, before the softmax of t, so
+          // the producer refills it a softmax earlier.  H200, same-run A/B
+          // (32 x 4 tiles, eager us): causal 16x1024 649 -> 641, 4x4096
+          // 2285-2352 -> 2228-2263, 1x16384 9147-9155 -> 8995-9027.  At
+          // head size 128 the same order made ptxas insert warpgroup.arrive
+          // and spill.
+          issue_pv(prev, t == 1);
+          issue_s(g);
+          turn_arrive();
+          wgmma_wait<1>();  // P V of the previous tile landed: O, pa and its stage are free
+          wgmma_fence_regs(o);
+          wgmma_fence_regs(pa);
+          release(prev);
+          wgmma_wait<0>();
+          wgmma_fence_regs(s);
+          if (t == ntiles - 1) q_release(u);  // the unit's last S product landed
+          rescale = softmax_tile(t, alpha);
+        } else {
+          issue_s(g);
+          issue_pv(prev, t == 1);  // under this tile's softmax
+          turn_arrive();
+          wgmma_wait<1>();
+          wgmma_fence_regs(s);
+          rescale = softmax_tile(t, alpha);
+          wgmma_wait<0>();  // P V of the previous tile landed: O, pa and its stage are free
+          wgmma_fence_regs(o);
+          wgmma_fence_regs(pa);
+          release(prev);
+        }
         if (rescale) rescale_rows(o, alpha);
         pack_p();
         prev = g;

@@ -69,6 +69,15 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t saddr, uint32_t r0, uint32_
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
+// threadIdx.x read afresh (volatile asm: not kept live across a loop).  For
+// a value ptxas would otherwise hold in a register and, under register
+// pressure, spill inside a hot loop: rereading the special register costs
+// one S2R instead of a local store and load.
+__device__ __forceinline__ int tid_x_now() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+}
 // Named CTA barrier `id` (1..15) over `count` threads: waits for the count.
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
