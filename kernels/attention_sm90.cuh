@@ -865,7 +865,10 @@ __global__ void __launch_bounds__(384, 1)
           named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
-        if (nt == 0) break;  // its slot went out with unit u - 1's Q
+        if (nt == 0) {  // its slot went out with unit u - 1's Q (one Q buffer: goes out here)
+          if (QB == 1 && u > 0) issue_q(u);
+          break;
+        }
 #pragma unroll 1
         for (int t = 0; t < nt; ++t) {
           mbar_wait(bar_empty(st), ph ^ 1);
@@ -876,10 +879,17 @@ __global__ void __launch_bounds__(384, 1)
             st = 0;
             ph ^= 1;
           }
-          // Slot u + 1 is complete (units u .. u + 3 are).  One Q buffer
-          // (head size 256): after unit u's last tile, whose S product
-          // frees the buffer.
-          if (t == (QB == 1 ? nt - 1 : 0)) issue_q(u + 1);
+          // Two Q buffers: unit u + 1's Q after unit u's first tile (slot
+          // u + 1 is complete: units u .. u + 3 are).  One Q buffer (head
+          // size 256): unit u's Q after unit u's first tile, so that tile
+          // takes a stage freed during unit u - 1's last key step, while
+          // the Q load waits for that step's S product to free the buffer
+          // (issued after unit u - 1's last tile, it held the first tile
+          // back until then).  H200, same-run A/B, eager us, 2 rounds,
+          // causal: 32x512 379.5-379.9 -> 374.5-375.5, 16x1024 573.5-574.2
+          // -> 571.6-573.2, 1x16384 7519-7527 -> 7462-7515, 8x2000
+          // 940.6-944.0 -> 938.9.
+          if (QB == 1 ? t == 0 && u > 0 : t == 0) issue_q(QB == 1 ? u : u + 1);
         }
       }
     }
