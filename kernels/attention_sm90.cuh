@@ -10,9 +10,10 @@
 // below): O holds 128 fp32 registers per consumer thread, so the S product
 // reads Q from shared memory by descriptor (wgmma_ss) instead of registers;
 // Q has one buffer (64 KiB), which the consumers release once the unit's
-// last S product has landed and the producer refills after the unit's last
-// tile; key tiles are 48 keys in 3 stages, and each key step issues the
-// previous tile's P V before this tile's S; final rows leave through the
+// last S product has landed and the producer refills with the next unit's
+// Q after that unit's first tile; key tiles are 48 keys in 3 stages, and
+// each key step issues the previous tile's P V before this tile's S; final
+// rows leave through the
 // staging rows in two column halves.  Plans built for this kernel have
 // 128-row items, where attention_kernel's BM is 64 (it runs such items in
 // two row ranges).  H100, same-run A/B, eager us, attention_kernel -> this:
