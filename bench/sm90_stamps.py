@@ -59,7 +59,10 @@ KERNEL_EDITS = [
           named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
-        if (nt == 0) break;  // its slot went out with unit u - 1's Q
+        if (nt == 0) {  // its slot went out with unit u - 1's Q (one Q buffer: goes out here)
+          if (QB == 1 && u > 0) issue_q(u);
+          break;
+        }
 #pragma unroll 1
         for (int t = 0; t < nt; ++t) {
           mbar_wait(bar_empty(st), ph ^ 1);""",
@@ -76,7 +79,10 @@ KERNEL_EDITS = [
         XP_SET(u, 1, XP_NOW());
         const int nt = ring[u % kUnitRing].ntiles;
         XP_SET(u, 2, nt);
-        if (nt == 0) break;  // its slot went out with unit u - 1's Q
+        if (nt == 0) {  // its slot went out with unit u - 1's Q (one Q buffer: goes out here)
+          if (QB == 1 && u > 0) issue_q(u);
+          break;
+        }
         xp_we = 0;
 #pragma unroll 1
         for (int t = 0; t < nt; ++t) {
@@ -84,12 +90,12 @@ KERNEL_EDITS = [
           mbar_wait(bar_empty(st), ph ^ 1);
           xp_we += XP_NOW() - xa;
           if (t == 0) XP_SET(u, 3, XP_NOW());"""),
-    ("""          if (t == (QB == 1 ? nt - 1 : 0)) issue_q(u + 1);
+    ("""          if (QB == 1 ? t == 0 && u > 0 : t == 0) issue_q(QB == 1 ? u : u + 1);
         }
       }""",
-     """          if (t == (QB == 1 ? nt - 1 : 0)) {
+     """          if (QB == 1 ? t == 0 && u > 0 : t == 0) {
             XP_SET(u, 4, XP_NOW());
-            issue_q(u + 1);
+            issue_q(QB == 1 ? u : u + 1);
             XP_SET(u, 5, XP_NOW());
           }
         }

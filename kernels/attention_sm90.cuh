@@ -13,10 +13,9 @@
 // last S product has landed and the producer refills with the next unit's
 // Q after that unit's first tile; key tiles are 48 keys in 3 stages, and
 // each key step issues the previous tile's P V before this tile's S; final
-// rows leave through the
-// staging rows in two column halves.  Plans built for this kernel have
-// 128-row items, where attention_kernel's BM is 64 (it runs such items in
-// two row ranges).  H100, same-run A/B, eager us, attention_kernel -> this:
+// rows leave through the staging rows in two column halves.  Plans built
+// for this kernel have 128-row items, where attention_kernel's BM is 64 (it
+// runs such items in two row ranges).  H100, same-run A/B, eager us, attention_kernel -> this:
 // causal 16x1024 1636 -> 795, 4x4096 5696-5701 -> 2508-2519, 1x16384
 // 22072-22095 -> 9494-9539, non-causal 4x4096 11535-11551 -> 4746-4823.
 //
