@@ -90,12 +90,15 @@ KERNEL_EDITS = [
           mbar_wait(bar_empty(st), ph ^ 1);
           xp_we += XP_NOW() - xa;
           if (t == 0) XP_SET(u, 3, XP_NOW());"""),
-    ("""          if (QB == 1 ? t == 0 && u > 0 : t == 0) issue_q(QB == 1 ? u : u + 1);
+    ("""          if (t == 0) {
+            if (QB == 2) issue_q(u + 1);
+            else if (u > 0) issue_q(u);
+          }
         }
       }""",
-     """          if (QB == 1 ? t == 0 && u > 0 : t == 0) {
+     """          if (t == 0 && (QB == 2 || u > 0)) {
             XP_SET(u, 4, XP_NOW());
-            issue_q(QB == 1 ? u : u + 1);
+            issue_q(QB == 2 ? u + 1 : u);
             XP_SET(u, 5, XP_NOW());
           }
         }

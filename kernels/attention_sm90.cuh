@@ -15,9 +15,10 @@
 // each key step issues the previous tile's P V before this tile's S; final
 // rows leave through the staging rows in two column halves.  Plans built
 // for this kernel have 128-row items, where attention_kernel's BM is 64 (it
-// runs such items in two row ranges).  H100, same-run A/B, eager us, attention_kernel -> this:
-// causal 16x1024 1636 -> 795, 4x4096 5696-5701 -> 2508-2519, 1x16384
-// 22072-22095 -> 9494-9539, non-causal 4x4096 11535-11551 -> 4746-4823.
+// runs such items in two row ranges).  H100, same-run A/B, eager us,
+// attention_kernel -> this (32-key tiles in 4 stages then): causal 16x1024
+// 1636 -> 795, 4x4096 5696-5701 -> 2508-2519, 1x16384 22072-22095 ->
+// 9494-9539, non-causal 4x4096 11535-11551 -> 4746-4823.
 //
 // fp8 caches (CACHE = e4m3 / e5m2; the differences from the description
 // below): the products run in fp16 on K / V converted exactly from fp8
@@ -636,9 +637,9 @@ __global__ void __launch_bounds__(384, 1)
     // groups kLoaders / 32 further on, where fewer warps copy).  K / V: the
     // warps with 32 pw < BN own rows [32 pw, 32 pw + 32) of a tile (the last
     // one's upper 16 lie past a 48-key tile), lane l key 32 pw + l, in two
-    // 16-key segments (lanes 0..15, 16..31).  A segment of
-    // 16 valid keys in one cache block goes by TMA (its first lane issues
-    // it); the other rows by cp.async, zero-filled past the tile's keys.  A
+    // 16-key segments (lanes 0..15, 16..31).  A segment of 16 valid keys in
+    // one cache block goes by TMA (its first lane issues it); the other
+    // rows by cp.async, zero-filled past the tile's keys.  A
     // cp.async step covers LPR rows of CH chunks, lane -> (row cr + LPR i,
     // chunk cc), so each row is read by CH consecutive lanes (coalesced);
     // row addresses are computed once by the row's lane and taken by shuffle.
@@ -889,7 +890,10 @@ __global__ void __launch_bounds__(384, 1)
           // causal: 32x512 379.5-379.9 -> 374.5-375.5, 16x1024 573.5-574.2
           // -> 571.6-573.2, 1x16384 7519-7527 -> 7462-7515, 8x2000
           // 940.6-944.0 -> 938.9.
-          if (QB == 1 ? t == 0 && u > 0 : t == 0) issue_q(QB == 1 ? u : u + 1);
+          if (t == 0) {
+            if (QB == 2) issue_q(u + 1);
+            else if (u > 0) issue_q(u);
+          }
         }
       }
     }
