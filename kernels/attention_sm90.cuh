@@ -26,8 +26,9 @@
 // in the decode kernel).  Two producer warps copy a tile's raw bytes into
 // the upper half of its stage (raw barrier), the other two convert them in
 // place to the 16-bit layout and mark the tile full (sm90_load_raw_fp8,
-// sm90_convert_fp8); key tiles are 64 keys in 4 stages (shared memory: 64 +
-// 4 x 32 + 16 KiB + tables).  H100, same-run A/B, fp8 prefill eager us,
+// sm90_convert_fp8); key tiles are 64 keys in 5 stages, and Q has one
+// buffer (shared memory: 32 + 5 x 32 + 16 KiB + tables).  H100, same-run
+// A/B (64 keys in 4 stages, two Q buffers then), fp8 prefill eager us,
 // attention_kernel -> this: causal 16x1024 781-792 -> 379.5-379.9, 4x4096
 // 2607-2620 -> 1062-1081, 1x16384 9910-9951 -> 3873-3908 (a bf16 cache in
 // the same run: 314-317 / 896-990 / 3549-3650).
@@ -40,7 +41,8 @@
 //  - Warpgroup 2 (warps 8..11, the producer) keeps 56 registers per thread.
 //    It walks the CTA's units: it claims them and fills the unit ring (its
 //    last warp alone where that warp has no K / V rows to copy), copies
-//    each unit's Q into one of two Q buffers (TMA boxes through the Q map
+//    each unit's Q into one of two Q buffers (one: head size 256, fp8
+//    caches; TMA boxes through the Q map
 //    when G divides 128, else cp.async; see load_q) and the unit's K / V
 //    tiles into a ring of kStages buffers, running ahead of the consumers as
 //    far as the buffers allow.  K / V move in 16-key segments: a segment of
@@ -135,10 +137,18 @@ struct Sm90Shape {
   static_assert(HS == 64 || HS == 128 || HS == 256, "head size 64, 128 or 256");
   static_assert(!FP8 || HS == 128, "fp8 caches at head size 128 (one 128-byte TMA box per key row)");
   // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
-  // shared memory), 128 at 64.  fp8: 64 keys in 4 buffers, so that two
-  // buffers are free for tiles being copied and converted while the
-  // consumers hold two (H200, same-run A/B, fp8 prefill eager us, 96 keys x
-  // 3 -> 64 x 4: see docs/benchmarks.md).
+  // shared memory), 128 at 64.  fp8: 64 keys in 5 buffers, so that three
+  // are free for tiles being copied and converted while the consumers hold
+  // two (H200, same-run A/B, fp8 prefill eager us, 96 keys x 3 -> 64 x 4:
+  // see docs/benchmarks.md), and one Q buffer, which pays for the fifth:
+  // Q lives in registers, so the consumers free its buffer as soon as they
+  // have loaded it, at the unit's start, and the producer refills it after
+  // the next unit's first tile, as at head size 256.  H200, same-run A/B,
+  // eager us, 2 rounds, two Q buffers and 4 stages -> one and 5 (one and 4):
+  // causal 16x1024 340.1-341.3 -> 333.7-334.5 (342.8), 32x512 218.4-220.0
+  // -> 212.1 (221.2-221.6), 4x4096 1029.7-1040.9 -> 1024.6-1029.1
+  // (1030.1-1030.2), 1x16384 3987-4031 -> 3983-4000 (3995-3997), e5m2
+  // 8x2000 557.4-559.6 -> 547.4-551.9 (559.1-560.7).
   // Head size 256: O takes 128 registers per consumer thread, so Q stays in
   // shared memory (the S product reads it by descriptor; in registers it
   // would take 64 more), in one buffer, and key tiles are 48 keys in 3
@@ -155,9 +165,9 @@ struct Sm90Shape {
   // 412 / 665 / 2204-2241 / 8625-8629 (docs/benchmarks.md, "H200, session
   // 37").
   static constexpr bool kQSmem = HS > 128;
-  static constexpr int kQBufs = kQSmem ? 1 : 2;
+  static constexpr int kQBufs = kQSmem || FP8 ? 1 : 2;
   static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? (FP8 ? 32 : 48) : FP8 ? 64 : 96,
-                       kStages = FP8 ? 4 : 3;
+                       kStages = FP8 ? 5 : 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
   // kSched: the producer's last warp copies no K / V rows (BN <= 96 keys,
   // 16-bit caches), so it is the scheduler: it claims and prepares the units
@@ -404,9 +414,11 @@ __global__ void __launch_bounds__(384, 1)
   // are past the consumers: the producer passed qempty of unit u (issuing
   // unit u's Q in unit u - 1), so both consumer warpgroups have loaded unit
   // u - 2's Q, at the end of unit u - 3's key loop, and read nothing before
-  // unit u - 2's slot.  (One Q buffer, head size 256: qempty of unit u
-  // completes once unit u - 1's last S product has landed, so they read
-  // nothing before unit u - 1's slot.)
+  // unit u - 2's slot.  (One Q buffer, fp8 caches: the producer passed
+  // qempty of unit u - 1, in unit u - 1, which completes once the consumers
+  // have loaded unit u - 2's Q: the same bound.  One Q buffer, head size
+  // 256: qempty of unit u completes once unit u - 1's last S product has
+  // landed, so they read nothing before unit u - 1's slot.)
   const int C = gridDim.x, cta = blockIdx.x;
   auto static_pos = [&](int k) { return k * C + ((k & 1) ? C - 1 - cta : cta); };
   auto unit_at = [&](int pos) {  // -1: past the list
@@ -451,7 +463,7 @@ __global__ void __launch_bounds__(384, 1)
   // CTA's tiles (the loaders' termination), else 0.  Written only while
   // the stage is free and read after its raw barrier completes, so reads
   // and writes never overlap.
-  __shared__ int s_fp8_stop[4];
+  __shared__ int s_fp8_stop[8];
   // fp8: the producer's first two warps copy (S::kLoaders threads: the
   // qfull and raw arrivals), the other two convert (the full arrivals).
   if (tid == 0) {
@@ -470,7 +482,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     if constexpr (kFp8) {
-      static_assert(ST <= 4, "s_fp8_stop");
+      static_assert(ST <= 8, "s_fp8_stop");
       for (int s = 0; s < ST; ++s) {
         mbar_init(bar_raw(s), S::kLoaders);
         s_fp8_stop[s] = 0;
@@ -831,7 +843,10 @@ __global__ void __launch_bounds__(384, 1)
           named_barrier_sync(1, S::kLoaders);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
-        if (nt == 0) break;
+        if (nt == 0) {
+          if (QB == 1 && u > 0) issue_q(u);
+          break;
+        }
 #pragma unroll 1
         for (int t = 0; t < nt; ++t) {
           mbar_wait(bar_empty(st), ph ^ 1);
@@ -845,7 +860,10 @@ __global__ void __launch_bounds__(384, 1)
             st = 0;
             ph ^= 1;
           }
-          if (t == 0) issue_q(u + 1);
+          if (t == 0) {  // as in the 16-bit loop below (one Q buffer)
+            if (QB == 2) issue_q(u + 1);
+            else if (u > 0) issue_q(u);
+          }
         }
       }
       // Termination: stage st is free once the consumers are done with the
@@ -882,12 +900,12 @@ __global__ void __launch_bounds__(384, 1)
           }
           // Two Q buffers: unit u + 1's Q after unit u's first tile (slot
           // u + 1 is complete: units u .. u + 3 are).  One Q buffer (head
-          // size 256): unit u's Q after unit u's first tile, so that tile
-          // takes a stage freed during unit u - 1's last key step, while
-          // the Q load waits for that step's S product to free the buffer
-          // (issued after unit u - 1's last tile, it held the first tile
-          // back until then).  H200, same-run A/B, eager us, 2 rounds,
-          // causal: 32x512 379.5-379.9 -> 374.5-375.5, 16x1024 573.5-574.2
+          // size 256, fp8 caches): unit u's Q after unit u's first tile, so
+          // that tile takes a stage freed during unit u - 1's last key step,
+          // while the Q load waits for the buffer (head size 256: for that
+          // step's S product; issued after unit u - 1's last tile, it held
+          // the first tile back until then).  H200, same-run A/B, eager us,
+          // 2 rounds, head size 256, causal: 32x512 379.5-379.9 -> 374.5-375.5, 16x1024 573.5-574.2
           // -> 571.6-573.2, 1x16384 7519-7527 -> 7462-7515, 8x2000
           // 940.6-944.0 -> 938.9.
           if (t == 0) {
@@ -1055,9 +1073,9 @@ __global__ void __launch_bounds__(384, 1)
     __syncwarp();
     return ring[u % kUnitRing];
   };
-  // The unit's Q buffer is free for the unit after next (QB == 2: once
-  // the Q fragments are in registers; kQSmem: once the unit's last S
-  // product has landed).
+  // The unit's Q buffer is free for the unit QB further on (once the Q
+  // fragments are in registers; kQSmem: once the unit's last S product has
+  // landed).
   auto q_release = [&](int u) { mbar_arrive(bar_qempty(u % QB)); };
   // (The first S of a unit is issued without a branch, so that ptxas keeps
   // the products asynchronous: with no such unit it multiplies stale
@@ -1083,7 +1101,7 @@ __global__ void __launch_bounds__(384, 1)
   const bool any = unit_slot(0).ntiles != 0;
   if (any) wait_tile(ring[0].fence_from == 0);
   load_qa(0);
-  if constexpr (!kQSmem) q_release(0);  // unit 2's Q may come (Q is in registers)
+  if constexpr (!kQSmem) q_release(0);  // unit QB's Q may come (Q is in registers)
   turn_sync();
   wgmma_fence();
   issue_s(g);
@@ -1212,7 +1230,7 @@ __global__ void __launch_bounds__(384, 1)
       more = nx.ntiles != 0;
       if (more) wait_tile(nx.fence_from == 0);
       load_qa(u + 1);
-      if constexpr (!kQSmem) q_release(u + 1);  // unit u + 3's Q may come
+      if constexpr (!kQSmem) q_release(u + 1);  // unit u + 1 + QB's Q may come
       wgmma_fence_regs(o);
       wgmma_fence_regs(pa);
       turn_sync();
