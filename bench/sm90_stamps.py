@@ -59,8 +59,8 @@ KERNEL_EDITS = [
           named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
-        if (nt == 0) {  // its slot went out with unit u - 1's Q (one Q buffer: goes out here)
-          if (QB == 1 && u > 0) issue_q(u);
+        if (nt == 0) {
+          issue_q_at_end(u);
           break;
         }
 #pragma unroll 1
@@ -79,8 +79,8 @@ KERNEL_EDITS = [
         XP_SET(u, 1, XP_NOW());
         const int nt = ring[u % kUnitRing].ntiles;
         XP_SET(u, 2, nt);
-        if (nt == 0) {  // its slot went out with unit u - 1's Q (one Q buffer: goes out here)
-          if (QB == 1 && u > 0) issue_q(u);
+        if (nt == 0) {
+          issue_q_at_end(u);
           break;
         }
         xp_we = 0;
@@ -90,21 +90,22 @@ KERNEL_EDITS = [
           mbar_wait(bar_empty(st), ph ^ 1);
           xp_we += XP_NOW() - xa;
           if (t == 0) XP_SET(u, 3, XP_NOW());"""),
-    ("""          if (t == 0) {
-            if (QB == 2) issue_q(u + 1);
-            else if (u > 0) issue_q(u);
-          }
+    ("""          if (t == 0) issue_q_in_unit(u);
         }
-      }""",
+      }
+    }
+    cp_async_wait_all();""",
      """          if (t == 0 && (QB == 2 || u > 0)) {
             XP_SET(u, 4, XP_NOW());
-            issue_q(QB == 2 ? u + 1 : u);
+            issue_q_in_unit(u);
             XP_SET(u, 5, XP_NOW());
           }
         }
         XP_SET(u, 6, xp_we);
         XP_SET(u, 7, XP_NOW());
-      }"""),
+      }
+    }
+    cp_async_wait_all();"""),
     ("""  for (int u = 0; any; ++u) {  // (left at the break below, after the last unit)
     const UnitSlot &us = ring[u % kUnitRing];""",
      """  for (int u = 0; any; ++u) {  // (left at the break below, after the last unit)

@@ -789,8 +789,8 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
-    // Q of unit u into buffer u & 1 (last used by unit u - 2), and slot u of
-    // the ring published with it.  Unit u + 1's Q goes out after unit u's
+    // Q of unit u into buffer u % QB (last used by unit u - QB), and slot u
+    // of the ring published with it.  Unit u + 1's Q goes out after unit u's
     // first tile, a unit ahead of its use: the consumers load it at the end
     // of unit u's key loop, and with it issued after unit u's last tile (a
     // few tiles before that on short units) they waited for it.
@@ -808,6 +808,24 @@ __global__ void __launch_bounds__(384, 1)
       }
       mbar_arrive_cp_async(bar_qfull(u % QB));
       if (tid == S::kConsumers) mbar_arrive(bar_qfull(u % QB));  // publishes the ring (ring warp, lane 0)
+    };
+    // The Q issue in unit u, after its first tile.  Two Q buffers: unit u +
+    // 1's Q (slot u + 1 is complete: units u .. u + 3 are).  One Q buffer
+    // (head size 256, fp8 caches): unit u's Q, so that the first tile takes a
+    // stage freed during unit u - 1's last key step, while the Q load waits
+    // for the buffer (head size 256: for that step's S product; issued after
+    // unit u - 1's last tile, it held the first tile back until then).
+    // H200, same-run A/B, eager us, 2 rounds, head size 256, causal: 32x512
+    // 379.5-379.9 -> 374.5-375.5, 16x1024 573.5-574.2 -> 571.6-573.2,
+    // 1x16384 7519-7527 -> 7462-7515, 8x2000 940.6-944.0 -> 938.9.
+    auto issue_q_in_unit = [&](int u) {
+      if (QB == 2) issue_q(u + 1);
+      else if (u > 0) issue_q(u);
+    };
+    // At the unit u that ends the CTA's list (its slot went out with unit u
+    // - 1's Q; one Q buffer: it goes out here).
+    auto issue_q_at_end = [&](int u) {
+      if (QB == 1 && u > 0) issue_q(u);
     };
     if constexpr (kFp8) {
       if (pw >= S::kLoaders / 32) {
@@ -844,7 +862,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         const int nt = ring[u % kUnitRing].ntiles;
         if (nt == 0) {
-          if (QB == 1 && u > 0) issue_q(u);
+          issue_q_at_end(u);
           break;
         }
 #pragma unroll 1
@@ -860,10 +878,7 @@ __global__ void __launch_bounds__(384, 1)
             st = 0;
             ph ^= 1;
           }
-          if (t == 0) {  // as in the 16-bit loop below (one Q buffer)
-            if (QB == 2) issue_q(u + 1);
-            else if (u > 0) issue_q(u);
-          }
+          if (t == 0) issue_q_in_unit(u);
         }
       }
       // Termination: stage st is free once the consumers are done with the
@@ -884,8 +899,8 @@ __global__ void __launch_bounds__(384, 1)
           named_barrier_sync(1, S::kProducers);  // the ring's new slots
         }
         const int nt = ring[u % kUnitRing].ntiles;
-        if (nt == 0) {  // its slot went out with unit u - 1's Q (one Q buffer: goes out here)
-          if (QB == 1 && u > 0) issue_q(u);
+        if (nt == 0) {
+          issue_q_at_end(u);
           break;
         }
 #pragma unroll 1
@@ -898,20 +913,7 @@ __global__ void __launch_bounds__(384, 1)
             st = 0;
             ph ^= 1;
           }
-          // Two Q buffers: unit u + 1's Q after unit u's first tile (slot
-          // u + 1 is complete: units u .. u + 3 are).  One Q buffer (head
-          // size 256, fp8 caches): unit u's Q after unit u's first tile, so
-          // that tile takes a stage freed during unit u - 1's last key step,
-          // while the Q load waits for the buffer (head size 256: for that
-          // step's S product; issued after unit u - 1's last tile, it held
-          // the first tile back until then).  H200, same-run A/B, eager us,
-          // 2 rounds, head size 256, causal: 32x512 379.5-379.9 -> 374.5-375.5, 16x1024 573.5-574.2
-          // -> 571.6-573.2, 1x16384 7519-7527 -> 7462-7515, 8x2000
-          // 940.6-944.0 -> 938.9.
-          if (t == 0) {
-            if (QB == 2) issue_q(u + 1);
-            else if (u > 0) issue_q(u);
-          }
+          if (t == 0) issue_q_in_unit(u);
         }
       }
     }
