@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(384, 1)
   // CTA's tiles (the loaders' termination), else 0.  Written only while
   // the stage is free and read after its raw barrier completes, so reads
   // and writes never overlap.
-  __shared__ int s_fp8_stop[8];
+  __shared__ int s_fp8_stop[ST];
   // fp8: the producer's first two warps copy (S::kLoaders threads: the
   // qfull and raw arrivals), the other two convert (the full arrivals).
   if (tid == 0) {
@@ -482,7 +482,6 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     if constexpr (kFp8) {
-      static_assert(ST <= 8, "s_fp8_stop");
       for (int s = 0; s < ST; ++s) {
         mbar_init(bar_raw(s), S::kLoaders);
         s_fp8_stop[s] = 0;
