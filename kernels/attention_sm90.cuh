@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(384, 1)
   // producer, below).  Otherwise (head size 64, fp8 caches) lanes 0..7 of
   // the producer's first warp run a five-stage pipeline, one stage per unit
   // the producer starts, which claims units 7 ahead; at the start of unit u
-  // they
+  // (fp8 caches: once unit u's first tile and Q are issued) they
   //   store the item of unit u + 4 and the request of unit u + 3 (loaded at
   //     the previous unit start) and derive unit u + 3's fields,
   //   load the item of unit u + 5 (its unit value from the previous start)
@@ -408,7 +408,8 @@ __global__ void __launch_bounds__(384, 1)
   //     claim unit u + 7.
   // Each load has a whole unit (>= one tile) to land.  Units u .. u + 3 are
   // complete while the producer is in unit u (its key offsets read at most
-  // one unit ahead).  The consumers read unit u's slot once qfull of unit u
+  // one unit ahead; fp8, before the step: u .. u + 2, and the first tile
+  // and Q need slot u only).  The consumers read unit u's slot once qfull of unit u
   // completes, last when unit u starts.  The slots written at the
   // producer's unit u start (u + 3 .. u + 5, i.e. u - 13 .. u - 11 mod 16)
   // are past the consumers: the producer passed qempty of unit u (issuing
@@ -416,7 +417,8 @@ __global__ void __launch_bounds__(384, 1)
   // u - 2's Q, at the end of unit u - 3's key loop, and read nothing before
   // unit u - 2's slot.  (One Q buffer, fp8 caches: the producer passed
   // qempty of unit u - 1, in unit u - 1, which completes once the consumers
-  // have loaded unit u - 2's Q: the same bound.  One Q buffer, head size
+  // have loaded unit u - 2's Q: the same bound; the step, after unit u's
+  // Q, has passed qempty of unit u too.  One Q buffer, head size
   // 256: qempty of unit u completes once unit u - 1's last S product has
   // landed, so they read nothing before unit u - 1's slot.)
   const int C = gridDim.x, cta = blockIdx.x;
@@ -855,10 +857,6 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kFp8) {
 #pragma unroll 1
       for (int u = 0;; ++u) {
-        if (u > 0) {
-          if (warp == kRingWarp && lane < 8) ring_step(u);
-          named_barrier_sync(1, S::kLoaders);  // the ring's new slots
-        }
         const int nt = ring[u % kUnitRing].ntiles;
         if (nt == 0) {
           issue_q_at_end(u);
@@ -877,7 +875,21 @@ __global__ void __launch_bounds__(384, 1)
             st = 0;
             ph ^= 1;
           }
-          if (t == 0) issue_q_in_unit(u);
+          if (t == 0) {
+            issue_q_in_unit(u);
+            // The ring step after the unit's first tile and Q, not before
+            // them: the consumers wait for that tile at the unit boundary
+            // (4.6% of their stall samples on 16x1024, ncu, H200), and slot
+            // u + 1, the next unit's, was derived three steps ago.  H200,
+            // same-run A/B, eager us, 3 rounds: fp8 16x1024 331.5-332.6 ->
+            // 317.5-318.6, 32x512 211.0-211.7 -> 203.2-204.1, 4x4096
+            // 1019-1022 -> 1009-1012, e5m2 8x2000 545.7-546.7 -> 535.5-536.2,
+            // 1x16384 3952-3992 -> 4005-4010.
+            if (u > 0) {
+              if (warp == kRingWarp && lane < 8) ring_step(u);
+              named_barrier_sync(1, S::kLoaders);  // the ring's new slots
+            }
+          }
         }
       }
       // Termination: stage st is free once the consumers are done with the
