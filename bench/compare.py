@@ -65,6 +65,9 @@ def issue_shapes():
     # Prefill at head size 256 (Gemma-style heads; no issue target).
     for B, L in [(16, 1024), (4, 4096)]:
         out.append(shape("prefill-D256-causal-%dx%d" % (B, L), "prefill", B, L, head_size=256))
+    # Prefill at head size 64 (no issue target).
+    for B, L in [(16, 1024), (4, 4096)]:
+        out.append(shape("prefill-D64-causal-%dx%d" % (B, L), "prefill", B, L, head_size=64))
     # Decode on one KV head, 8 query heads: an 8-KV-head model at tensor parallelism 8 (no issue
     # target; last, so that a spent time budget skips these first).
     for B, L in [(1, 32768), (1, 131072), (32, 4096)]:

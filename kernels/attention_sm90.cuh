@@ -137,7 +137,12 @@ struct Sm90Shape {
   static_assert(HS == 64 || HS == 128 || HS == 256, "head size 64, 128 or 256");
   static_assert(!FP8 || HS == 128, "fp8 caches at head size 128 (one 128-byte TMA box per key row)");
   // Key tile: 96 keys at head size 128 (3 K / V buffers and 2 Q buffers fill
-  // shared memory), 128 at 64.  fp8: 64 keys in 5 buffers, so that three
+  // shared memory), 128 at 64 in 5 buffers (201 KB with 2 Q buffers; H200,
+  // same-run A/B, eager us, 3 rounds, 3 -> 4 -> 5 stages: causal 16x1024
+  // 227.9-228.2 -> 227.1-227.6 -> 225.0-225.4, 32x512 153.8-154.3 -> 153.2-
+  // 153.7 -> 152.8-153.2, 4x4096 673.0-675.9 -> 674.0-675.4 -> 668.9-670.3,
+  // 8x2000 367.2-367.7 -> 367.1-367.4 -> 363.7-364.2; 6 do not fit).
+  // fp8: 64 keys in 5 buffers, so that three
   // are free for tiles being copied and converted while the consumers hold
   // two (H200, same-run A/B, fp8 prefill eager us, 96 keys x 3 -> 64 x 4:
   // see docs/benchmarks.md), and one Q buffer, which pays for the fifth:
@@ -167,7 +172,7 @@ struct Sm90Shape {
   static constexpr bool kQSmem = HS > 128;
   static constexpr int kQBufs = kQSmem || FP8 ? 1 : 2;
   static constexpr int BM = 128, BN = HS == 64 ? 128 : HS == 256 ? (FP8 ? 32 : 48) : FP8 ? 64 : 96,
-                       kStages = FP8 ? 5 : 3;
+                       kStages = FP8 || HS == 64 ? 5 : 3;
   static constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
   // kSched: the producer's last warp copies no K / V rows (BN <= 96 keys,
   // 16-bit caches), so it is the scheduler: it claims and prepares the units
