@@ -414,8 +414,8 @@ __global__ void __launch_bounds__(384, 1)
   // Each load has a whole unit (>= one tile) to land.  Units u .. u + 3 are
   // complete while the producer is in unit u (its key offsets read at most
   // one unit ahead; fp8, before the step: u .. u + 2, and the first tile
-  // and Q need slot u only).  The consumers read unit u's slot once qfull of unit u
-  // completes, last when unit u starts.  The slots written at the
+  // and Q need slot u only).  The consumers read unit u's slot once qfull
+  // of unit u completes, last when unit u starts.  The slots written at the
   // producer's unit u start (u + 3 .. u + 5, i.e. u - 13 .. u - 11 mod 16)
   // are past the consumers: the producer passed qempty of unit u (issuing
   // unit u's Q in unit u - 1), so both consumer warpgroups have loaded unit
@@ -885,11 +885,12 @@ __global__ void __launch_bounds__(384, 1)
             // The ring step after the unit's first tile and Q, not before
             // them: the consumers wait for that tile at the unit boundary
             // (4.6% of their stall samples on 16x1024, ncu, H200), and slot
-            // u + 1, the next unit's, was derived three steps ago.  H200,
+            // u + 1, the next unit's, was derived at step u - 2.  H200,
             // same-run A/B, eager us, 3 rounds: fp8 16x1024 331.5-332.6 ->
             // 317.5-318.6, 32x512 211.0-211.7 -> 203.2-204.1, 4x4096
             // 1019-1022 -> 1009-1012, e5m2 8x2000 545.7-546.7 -> 535.5-536.2,
-            // 1x16384 3952-3992 -> 4005-4010.
+            // 1x16384 3952-3992 -> 4005-4010 (the next call ran this kernel's
+            // 1x16384 in 3878-3903).
             if (u > 0) {
               if (warp == kRingWarp && lane < 8) ring_step(u);
               named_barrier_sync(1, S::kLoaders);  // the ring's new slots
