@@ -142,10 +142,10 @@ struct Sm90Shape {
   // 227.9-228.2 -> 227.1-227.6 -> 225.0-225.4, 32x512 153.8-154.3 -> 153.2-
   // 153.7 -> 152.8-153.2, 4x4096 673.0-675.9 -> 674.0-675.4 -> 668.9-670.3,
   // 8x2000 367.2-367.7 -> 367.1-367.4 -> 363.7-364.2; 6 do not fit).
-  // fp8: 64 keys in 5 buffers, so that three
-  // are free for tiles being copied and converted while the consumers hold
-  // two (H200, same-run A/B, fp8 prefill eager us, 96 keys x 3 -> 64 x 4:
-  // see docs/benchmarks.md), and one Q buffer, which pays for the fifth:
+  // fp8: 64 keys in 5 buffers, so that three are free for tiles being
+  // copied and converted while the consumers hold two (H200, same-run A/B,
+  // fp8 prefill eager us, 96 keys x 3 -> 64 x 4: see docs/benchmarks.md),
+  // and one Q buffer, which pays for the fifth:
   // Q lives in registers, so the consumers free its buffer as soon as they
   // have loaded it, at the unit's start, and the producer refills it after
   // the next unit's first tile, as at head size 256.  H200, same-run A/B,
@@ -890,7 +890,8 @@ __global__ void __launch_bounds__(384, 1)
             // 317.5-318.6, 32x512 211.0-211.7 -> 203.2-204.1, 4x4096
             // 1019-1022 -> 1009-1012, e5m2 8x2000 545.7-546.7 -> 535.5-536.2,
             // 1x16384 3952-3992 -> 4005-4010 (the next call ran this kernel's
-            // 1x16384 in 3878-3903).
+            // 1x16384 in 3878-3903).  Head size 64 keeps its ring step before
+            // the first tile: after it ran 0.4-0.9% slower on 16x1024 / 32x512.
             if (u > 0) {
               if (warp == kRingWarp && lane < 8) ring_step(u);
               named_barrier_sync(1, S::kLoaders);  // the ring's new slots
