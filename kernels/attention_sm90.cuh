@@ -183,8 +183,12 @@ struct Sm90Shape {
   // two (the other two convert and arrive on full).
   static constexpr int kLoaders = FP8 ? 64 : kSched ? 96 : kProducers;
   // Registers per thread after the hand-over: 56 x 128 + 224 x 256 = 384 x 168
-  // (what the CTA gets at launch with __launch_bounds__(384, 1)).
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+  // (what the CTA gets at launch with __launch_bounds__(384, 1)).  fp8 gives
+  // the producer 72 (consumers 216): its converters spilled 48-76 bytes at 56
+  // and spill none at 72, and the consumers' key loop is the same 1292
+  // instructions at 216 (ptxas, sm_90a); 0.2-0.7% faster on the H200
+  // (docs/benchmarks.md, "H200, session 40").
+  static constexpr int kProducerRegs = FP8 ? 72 : 56, kConsumerRegs = FP8 ? 216 : 224;
   static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <= 168 * kThreads, "register split");
   static constexpr int kQBytes = BM * HS * 2;     // 16-bit elements
   static constexpr int kTileBytes = BN * HS * 2;  // one K (or V) tile
